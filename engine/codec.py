@@ -1,0 +1,153 @@
+"""How events become bytes and back: msgspec msgpack behind an eventsourcing ``Mapper``.
+
+Topics are short and stable (``ctxledger:Observed``), independent of module paths, so moving code
+never breaks decoding of stored events. The payload never holds the session id (it is a column of
+its own); it does hold the position, so a row moved to another position no longer verifies.
+The hash chain is computed over the plaintext payload bytes exactly as stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import msgspec
+from eventsourcing.persistence import Mapper, StoredEvent
+
+from engine.errors import CorruptLogError
+from engine.events import EVENT_TYPES, Event
+from projections.buffer import BufferState
+
+__all__ = [
+    "SessionSnapshot",
+    "LedgerMark",
+    "TOPICS",
+    "encode_payload",
+    "decode_payload",
+    "chain_hash",
+    "EventMapper",
+]
+
+TOPIC_PREFIX = "ctxledger:"
+SNAPSHOT_TOPIC = TOPIC_PREFIX + "Snapshot"
+MARK_TOPIC = TOPIC_PREFIX + "LedgerCreated"
+
+
+class SessionSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """The live buffer projection at one position (a snapshot is never part of the hash chain)."""
+
+    originator_id: UUID | None = None
+    originator_version: int = 0
+    timestamp: datetime
+    state: BufferState
+
+    @classmethod
+    def take(cls, aggregate: Any) -> "SessionSnapshot":
+        from engine.events import now
+
+        return cls(
+            originator_id=aggregate.id,
+            originator_version=aggregate.version,
+            timestamp=now(),
+            state=aggregate.state,
+        )
+
+
+class LedgerMark(msgspec.Struct, frozen=True, kw_only=True):
+    """The first record of every ctxledger store: tells our databases from anybody else's."""
+
+    originator_id: UUID | None = None
+    originator_version: int = 1
+    format: int = 1
+    created: datetime
+
+
+TOPICS: dict[type, str] = {cls: TOPIC_PREFIX + name for name, cls in EVENT_TYPES.items()}
+TOPICS[SessionSnapshot] = SNAPSHOT_TOPIC
+TOPICS[LedgerMark] = MARK_TOPIC
+_BY_TOPIC = {topic: cls for cls, topic in TOPICS.items()}
+_DECODERS = {topic: msgspec.msgpack.Decoder(cls) for topic, cls in _BY_TOPIC.items()}
+_ENCODER = msgspec.msgpack.Encoder()
+
+
+def encode_payload(obj: Any) -> bytes:
+    """The stored bytes of an event whose ``originator_id`` is None."""
+    return _ENCODER.encode(obj)
+
+
+def decode_payload(topic: str, payload: bytes, originator_id: Any = None, position: int | None = None):
+    try:
+        decoder = _DECODERS[topic]
+    except KeyError:
+        raise CorruptLogError(
+            f"unknown event type {topic!r} at position {position}", position=position
+        ) from None
+    try:
+        obj = decoder.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise CorruptLogError(
+            f"event at position {position} does not decode as {topic}: {e}", position=position
+        ) from None
+    if originator_id is not None:
+        msgspec.structs.force_setattr(obj, "originator_id", originator_id)
+    return obj
+
+
+def chain_hash(payload: bytes) -> bytes:
+    """What the next event's ``prev`` must hold: a 128-bit BLAKE2b digest of this payload."""
+    return hashlib.blake2b(payload, digest_size=16).digest()
+
+
+class EventMapper(Mapper):
+    """eventsourcing Mapper for msgspec events, with optional compression/cipher from the factory.
+
+    Snapshots are zlib-compressed even without a compressor: they are the only large records.
+    """
+
+    def plaintext(self, stored: StoredEvent) -> bytes:
+        data = stored.state
+        if self.cipher:
+            data = self.cipher.decrypt(data)
+        if self.compressor:
+            data = self.compressor.decompress(data)
+        return data
+
+    def to_stored_event(self, domain_event: Any) -> StoredEvent:
+        topic = TOPICS[type(domain_event)]
+        originator_id = domain_event.originator_id
+        payload = encode_payload(msgspec.structs.replace(domain_event, originator_id=None))
+        if topic == SNAPSHOT_TOPIC:
+            payload = zlib.compress(payload, 1)
+        if self.compressor:
+            payload = self.compressor.compress(payload)
+        if self.cipher:
+            payload = self.cipher.encrypt(payload)
+        return StoredEvent(
+            originator_id=originator_id,
+            originator_version=domain_event.originator_version,
+            topic=topic,
+            state=payload,
+        )
+
+    def to_domain_event(self, stored: StoredEvent) -> Any:
+        try:
+            data = self.plaintext(stored)
+            if stored.topic == SNAPSHOT_TOPIC:
+                data = zlib.decompress(data)
+        except Exception as e:  # a cipher or compressor failure means the bytes are not ours
+            raise CorruptLogError(
+                f"event at position {stored.originator_version} cannot be read "
+                f"(wrong key or corrupt data): {type(e).__name__}",
+                position=stored.originator_version,
+            ) from None
+        originator_id = stored.originator_id
+        if isinstance(originator_id, str):
+            originator_id = UUID(originator_id)
+        return decode_payload(stored.topic, data, originator_id, stored.originator_version)
+
+
+def is_event(obj: Any) -> bool:
+    return isinstance(obj, Event)

@@ -1,0 +1,144 @@
+"""The events of a session's log: past-tense, frozen, immutable.
+
+Every event carries who did it (``by``), why (``reason``), when (``at``) and the hash of its
+predecessor (``prev``). New fields must always get defaults so old logs keep decoding.
+A session's events are one stream; an event's ``position`` is its 1-based version in it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+__all__ = [
+    "Event",
+    "SessionStarted",
+    "Observed",
+    "Pruned",
+    "Rewritten",
+    "Rederived",
+    "Restored",
+    "Expanded",
+    "RewriteRefused",
+    "Marked",
+    "EVENT_TYPES",
+    "now",
+]
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    # originator_id is stored in its own column, never in the payload (it is None while encoding).
+    originator_id: UUID | None = None
+    originator_version: int = 0
+    at: datetime
+    prev: bytes = b""
+    by: str = ""
+    reason: str = ""
+
+    @property
+    def position(self) -> int:
+        return self.originator_version
+
+    @property
+    def type(self) -> str:
+        return type(self).__name__
+
+
+class SessionStarted(Event, frozen=True, kw_only=True, omit_defaults=True):
+    name: str
+    strict: bool = True
+    forked_from: UUID | None = None
+    fork_position: int = 0
+
+
+class Observed(Event, frozen=True, kw_only=True, omit_defaults=True):
+    span_id: str
+    text: str
+    role: str = "user"
+    kind: str = "message"
+    tokens: int = 0
+    meta: dict[str, Any] = {}
+
+
+class Pruned(Event, frozen=True, kw_only=True, omit_defaults=True):
+    span_id: str
+    content_position: int  # the event that holds the pruned span's text, read back by restore
+
+
+class Rewritten(Event, frozen=True, kw_only=True, omit_defaults=True):
+    span_id: str
+    text: str
+    inputs: tuple[str, ...]  # the immediate inputs (derived ones only in permissive sessions)
+    input_positions: tuple[int, ...] = ()  # where each input's text was at the time
+    sources: tuple[str, ...] = ()  # observed originals at the bottom of the chain
+    source_positions: tuple[int, ...] = ()
+    generation: int = 1
+    violation: bool = False  # a derived input was rewritten (permissive sessions only)
+    role: str = "user"
+    kind: str = "summary"
+    tokens: int = 0
+    meta: dict[str, Any] = {}
+
+
+class Rederived(Event, frozen=True, kw_only=True, omit_defaults=True):
+    """A derived span's text rebuilt from its ORIGINAL observed sources; the span keeps its id."""
+
+    span_id: str
+    text: str
+    sources: tuple[str, ...] = ()
+    source_positions: tuple[int, ...] = ()
+    generation: int = 1
+    role: str = "user"
+    kind: str = "summary"
+    tokens: int = 0
+    meta: dict[str, Any] = {}
+
+
+class Restored(Event, frozen=True, kw_only=True, omit_defaults=True):
+    span_id: str
+    content_position: int
+
+
+class Expanded(Event, frozen=True, kw_only=True, omit_defaults=True):
+    """A live derived span replaced by its original observed spans."""
+
+    span_id: str
+    restored: tuple[str, ...] = ()
+    restored_positions: tuple[int, ...] = ()
+
+
+class RewriteRefused(Event, frozen=True, kw_only=True, omit_defaults=True):
+    """An attempted rewrite that would have broken the rules: kept for forensics."""
+
+    command: str = "rewrite"  # or "rederive"
+    inputs: tuple[str, ...] = ()
+    text: str = ""
+    offending: tuple[str, ...] = ()  # the inputs that caused the refusal
+    findings: tuple[dict[str, Any], ...] = ()  # grounding gate findings, when it refused
+
+
+class Marked(Event, frozen=True, kw_only=True, omit_defaults=True):
+    label: str
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.__name__: cls
+    for cls in (
+        SessionStarted,
+        Observed,
+        Pruned,
+        Rewritten,
+        Rederived,
+        Restored,
+        Expanded,
+        RewriteRefused,
+        Marked,
+    )
+}

@@ -1,0 +1,530 @@
+"""The Ledger: an eventsourcing Application that opens a store by URL and holds sessions."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+import msgspec
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import (
+    IntegrityError,
+    OperationalError,
+    PersistenceError,
+    StoredEvent,
+)
+from eventsourcing.utils import Environment
+
+from engine import validate
+from engine.codec import (
+    MARK_TOPIC,
+    TOPICS,
+    EventMapper,
+    LedgerMark,
+    SessionSnapshot,
+    chain_hash,
+    decode_payload,
+)
+from engine.errors import (
+    ConcurrencyError,
+    CorruptLogError,
+    DuplicateSessionError,
+    InvalidInputError,
+    LedgerError,
+    NotALedgerError,
+    StorageError,
+    StoreUnavailableError,
+    UnknownSessionError,
+)
+from engine.events import Event, SessionStarted, now
+from engine.session import Session, VerifyResult
+from engine.tokens import TokenCounter, default_counter
+from projections.buffer import BufferState, apply
+
+__all__ = ["Ledger", "SessionInfo", "DEFAULT_URL", "session_uuid"]
+
+DEFAULT_URL = "sqlite:///ctxledger.db"
+_NS = uuid5(NAMESPACE_URL, "https://ctxledger.dev/")
+_MARK_ID = uuid5(_NS, "ledger")
+SNAPSHOT_MIN_BYTES = 32 * 1024
+
+
+def session_uuid(name: str) -> UUID:
+    """Session ids are derived from the unique name: the store's primary key enforces uniqueness."""
+    return uuid5(_NS, "session:" + name)
+
+
+class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    id: UUID
+    position: int
+    strict: bool
+    started_at: Any = None
+
+
+class _App(Application):
+    """eventsourcing Application configured only by the URL (never by stray environment variables)."""
+
+    name = "ctxledger"
+    snapshot_class = SessionSnapshot
+
+    def construct_env(self, name: str, env: Any = None) -> Environment:
+        return Environment(name, dict(env or {}))
+
+    def construct_mapper(self):
+        return self.factory.mapper(transcoder=self.construct_transcoder(), mapper_class=EventMapper)
+
+    def construct_transcoder(self):
+        from eventsourcing.persistence import JSONTranscoder
+
+        return JSONTranscoder()  # unused by EventMapper; eventsourcing wants one
+
+    def _take_snapshots(self, processing_event) -> None:
+        # A snapshot costs about the live buffer's size: take one when the bytes appended since the
+        # last one exceed twice that, so snapshots add at most ~half the log's size to the disk and
+        # time travel replays at most ~2x the live buffer's bytes.
+        if self.snapshots is None:
+            return
+        for aggregate in processing_event.aggregates.values():
+            if not isinstance(aggregate, Session):
+                continue
+            threshold = max(SNAPSHOT_MIN_BYTES, 2 * aggregate.state.text_bytes)
+            if aggregate.bytes_since_snapshot >= threshold:
+                with contextlib.suppress(PersistenceError):
+                    self.snapshots.put([SessionSnapshot.take(aggregate)])
+                    aggregate.bytes_since_snapshot = 0
+
+
+def _parse_url(url: str, cipher_key: str | None) -> tuple[dict[str, str], str]:
+    """Map a store URL onto eventsourcing's persistence settings. Returns (env, sqlite path or '')."""
+    if not isinstance(url, str) or not url:
+        raise InvalidInputError(f"store URL must be a non-empty str, not {url!r}")
+    env: dict[str, str] = {"IS_SNAPSHOTTING_ENABLED": "y"}
+    key = cipher_key or os.environ.get("CTXLEDGER_CIPHER_KEY")
+    key_file = os.environ.get("CTXLEDGER_CIPHER_KEY_FILE")
+    if not key and key_file:
+        try:
+            key = Path(key_file).read_text().strip()
+        except OSError as e:
+            raise StorageError(f"cannot read the cipher key file named by CTXLEDGER_CIPHER_KEY_FILE: {e.strerror}") from None
+    if key:
+        env["CIPHER_TOPIC"] = "eventsourcing.cryptography:AESCipher"
+        env["CIPHER_KEY"] = key
+    if url == "memory://" or url == "memory:":
+        env["PERSISTENCE_MODULE"] = "eventsourcing.popo"
+        return env, ""
+    if url.startswith("sqlite://"):
+        rest = url[len("sqlite://") :]
+        if not rest.startswith("/") or rest == "/":
+            raise InvalidInputError(
+                f"bad SQLite URL {url!r}: use sqlite:///relative.db or sqlite:////absolute/path.db"
+            )
+        path = unquote(rest[1:].split("?", 1)[0])
+        if path in ("", ":memory:"):
+            raise InvalidInputError("use memory:// for an in-memory ledger")
+        env["PERSISTENCE_MODULE"] = "eventsourcing.sqlite"
+        env["SQLITE_DBNAME"] = path
+        env["SQLITE_LOCK_TIMEOUT"] = "30"
+        env["APPLICATION_RECORDER_TOPIC"] = "engine.stores:FastSQLiteApplicationRecorder"
+        return env, path
+    if url.startswith(("postgresql://", "postgres://")):
+        u = urlparse(url)
+        query = {k: v[-1] for k, v in parse_qs(u.query).items()}
+        env["PERSISTENCE_MODULE"] = "eventsourcing.postgres"
+        env["POSTGRES_DBNAME"] = unquote(u.path.lstrip("/")) or "postgres"
+        env["POSTGRES_HOST"] = u.hostname or "127.0.0.1"
+        env["POSTGRES_PORT"] = str(u.port or 5432)
+        env["POSTGRES_USER"] = unquote(u.username or "postgres")
+        env["POSTGRES_PASSWORD"] = unquote(u.password or "")
+        env["POSTGRES_CONNECT_TIMEOUT"] = query.get("connect_timeout", "5")
+        env["POSTGRES_POOL_SIZE"] = query.get("pool_size", "2")
+        env["POSTGRES_MAX_OVERFLOW"] = query.get("max_overflow", "4")
+        if "schema" in query:
+            env["POSTGRES_SCHEMA"] = query["schema"]
+        return env, ""
+    raise InvalidInputError(
+        f"unsupported store URL {url!r}: use memory://, sqlite:///path.db or postgresql://user@host/db"
+    )
+
+
+def _check_sqlite_file(path: str) -> None:
+    """Refuse a file that is not SQLite, or a SQLite database of another application, before
+    eventsourcing creates its table in it."""
+    p = Path(path)
+    if not p.exists() or p.stat().st_size == 0:
+        if p.parent and not p.parent.exists():
+            raise StorageError(f"cannot create {path}: directory {p.parent} does not exist")
+        return
+    try:
+        con = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "stored_events" in tables:
+                cols = [r[1] for r in con.execute("PRAGMA table_info(stored_events)")]
+                if cols[:4] != ["originator_id", "originator_version", "topic", "state"]:
+                    raise NotALedgerError(f"{path} is a SQLite database of another application")
+                row = con.execute("SELECT topic FROM stored_events ORDER BY rowid LIMIT 1").fetchone()
+                if row is not None and row[0] != MARK_TOPIC:
+                    raise NotALedgerError(
+                        f"{path} holds an eventsourcing store of another application, not a ctxledger"
+                    )
+            elif tables - {"stored_snapshots", "tracking", "sqlite_sequence"}:
+                raise NotALedgerError(
+                    f"{path} is a SQLite database of another application "
+                    f"(tables: {', '.join(sorted(tables)[:5])}); ctxledger will not write into it"
+                )
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        raise NotALedgerError(f"{path} is not a SQLite database ({e})") from None
+
+
+class Ledger:
+    """A store of sessions. ``Ledger.open(url)``; ``memory://``, ``sqlite:///file.db``,
+    ``postgresql://user:pass@host:5432/db``. Without a URL: ``$CTXLEDGER_URL`` or ``./ctxledger.db``."""
+
+    def __init__(self, app: _App, url: str, counter: TokenCounter):
+        self._app = app
+        self.url = url
+        self.counter = counter
+
+    # opening ---------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        token_counter: TokenCounter | None = None,
+        cipher_key: str | None = None,
+    ) -> Ledger:
+        url = url or os.environ.get("CTXLEDGER_URL") or DEFAULT_URL
+        env, sqlite_path = _parse_url(url, cipher_key)
+        if sqlite_path:
+            _check_sqlite_file(sqlite_path)
+        try:
+            app = _App(env=env)
+        except LedgerError:
+            raise
+        except Exception as e:
+            raise _storage_error(e, f"cannot open {_redact(url)}") from None
+        ledger = cls(app, url, token_counter or default_counter())
+        ledger._check_mark()
+        return ledger
+
+    def _check_mark(self) -> None:
+        try:
+            rows = self._app.recorder.select_events(_MARK_ID, limit=1)
+            if rows:
+                if rows[0].topic != MARK_TOPIC:
+                    raise NotALedgerError(f"{_redact(self.url)} is not a ctxledger store")
+                self._decode(rows[0])  # a wrong cipher key fails here, cleanly
+                return
+            if self._app.recorder.select_notifications(start=1, limit=1):
+                raise NotALedgerError(
+                    f"{_redact(self.url)} holds events of another application, not a ctxledger store"
+                )
+            mark = LedgerMark(originator_id=_MARK_ID, created=now())
+            with contextlib.suppress(IntegrityError):  # another process marked it first
+                self._app.events.put([mark])
+        except LedgerError:
+            raise
+        except Exception as e:
+            raise _storage_error(e, f"cannot use {_redact(self.url)}") from None
+
+    def close(self) -> None:
+        self._app.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Ledger {_redact(self.url)}>"
+
+    # sessions --------------------------------------------------------------------------------
+
+    def create_session(self, name: str, *, strict: bool = True, by: str = "") -> Session:
+        """A new session with a unique name. ``strict=False`` records rule-breaking rewrites as
+        violations instead of refusing them (for importing other tools' histories and baselines)."""
+        validate.label(name, "session name")
+        if not isinstance(strict, bool):
+            raise InvalidInputError(f"strict must be a bool, not {type(strict).__name__}")
+        session = Session(self, BufferState(session_id=session_uuid(name), name=name), b"")
+        started = SessionStarted(originator_version=1, at=now(), name=name, strict=strict, by=by)
+        from engine.codec import encode_payload
+
+        payload = encode_payload(started)
+        msgspec.structs.force_setattr(started, "originator_id", session.state.session_id)
+        session._state = apply(None, started, session._load)
+        session._head = chain_hash(payload)
+        session._pending.append(started)
+        try:
+            self._save(session)
+        except ConcurrencyError:
+            raise DuplicateSessionError(f"a session named {name!r} already exists") from None
+        return session
+
+    def session(self, name_or_id: str | UUID) -> Session:
+        """Reopen a session by name (or UUID)."""
+        if isinstance(name_or_id, UUID):
+            session_id = name_or_id
+        elif isinstance(name_or_id, str) and name_or_id:
+            session_id = session_uuid(name_or_id)
+            with contextlib.suppress(ValueError):
+                if not self._exists(session_id):
+                    session_id = UUID(name_or_id)
+        else:
+            raise InvalidInputError(f"session name must be a non-empty str, not {name_or_id!r}")
+        return self._load_session(session_id, display=str(name_or_id))
+
+    def __contains__(self, name: str) -> bool:
+        return isinstance(name, str) and bool(name) and self._exists(session_uuid(name))
+
+    def sessions(self) -> list[SessionInfo]:
+        """Every session in the store: name, id, position, strictness, start time."""
+        out = []
+        topic = TOPICS[SessionStarted]
+        start = 1
+        while True:
+            try:
+                page = self._app.recorder.select_notifications(start=start, limit=500, topics=[topic])
+            except Exception as e:
+                raise _storage_error(e, "cannot list sessions") from None
+            for n in page:
+                ev = self._decode(n)
+                out.append(
+                    SessionInfo(
+                        name=ev.name,
+                        id=ev.originator_id,
+                        position=self._head_version(ev.originator_id),
+                        strict=ev.strict,
+                        started_at=ev.at,
+                    )
+                )
+            if len(page) < 500:
+                break
+            start = page[-1].id + 1
+        return out
+
+    # internals used by Session ---------------------------------------------------------------
+
+    def _exists(self, session_id: UUID) -> bool:
+        return self._head_version(session_id) > 0
+
+    def _head_version(self, session_id: UUID) -> int:
+        try:
+            rows = self._app.recorder.select_events(session_id, desc=True, limit=1)
+        except Exception as e:
+            raise _storage_error(e, "cannot read the log") from None
+        return rows[0].originator_version if rows else 0
+
+    def _decode(self, stored: StoredEvent) -> Any:
+        return self._app.mapper.to_domain_event(stored)
+
+    def _projector(self, session_id: UUID):
+        def project(state, events):
+            for ev in events:
+                if type(ev) is SessionSnapshot:
+                    state = ev.state
+                else:
+                    state = apply(state, ev, lambda p: self._read_event(session_id, p))
+            return state
+
+        return project
+
+    def _load_session(self, session_id: UUID, display: str | None = None) -> Session:
+        try:
+            state = self._app.repository.get(session_id, projector_func=self._projector(session_id))
+            head_rows = self._app.recorder.select_events(session_id, desc=True, limit=1)
+        except AggregateNotFoundError:
+            raise UnknownSessionError(
+                f"no session named {display or str(session_id)!r} in {_redact(self.url)}"
+            ) from None
+        except LedgerError:
+            raise
+        except Exception as e:
+            raise _storage_error(e, "cannot load the session") from None
+        if state is None:
+            raise UnknownSessionError(f"no session named {display or str(session_id)!r}")
+        head = chain_hash(self._app.mapper.plaintext(head_rows[0]))
+        return Session(self, state, head)
+
+    def _state_at(self, session_id: UUID, n: int) -> BufferState:
+        try:
+            return self._app.repository.get(session_id, version=n, projector_func=self._projector(session_id))
+        except LedgerError:
+            raise
+        except Exception as e:
+            raise _storage_error(e, f"cannot rebuild the buffer at position {n}") from None
+
+    def _rebuild(self, session_id: UUID, n: int) -> BufferState:
+        state = None
+        for ev in self._iter_events(session_id, 1, n):
+            state = apply(state, ev, lambda p: self._read_event(session_id, p))
+        return state
+
+    @staticmethod
+    def _copy_state(state: BufferState) -> BufferState:
+        return msgspec.structs.replace(state, live=dict(state.live), marks=dict(state.marks))
+
+    def _save(self, session: Session) -> None:
+        try:
+            self._app.save(session)
+        except IntegrityError:
+            raise ConcurrencyError(
+                f"session {session.name!r} was appended to by another writer; "
+                "nothing of this command was written. Reload the session and retry."
+            ) from None
+        except LedgerError:
+            raise
+        except Exception as e:
+            raise _storage_error(e, "cannot write to the log; nothing was written") from None
+
+    def _read_event(self, session_id: UUID, position: int) -> Event:
+        try:
+            rows = self._app.recorder.select_events(session_id, gt=position - 1, lte=position)
+        except Exception as e:
+            raise _storage_error(e, f"cannot read position {position}") from None
+        if not rows:
+            raise CorruptLogError(f"position {position} is missing from the log", position=position)
+        return self._decode(rows[0])
+
+    def _iter_events(self, session_id: UUID, start: int, stop: int, page: int = 1000) -> Iterator[Event]:
+        gt = start - 1
+        while gt < stop:
+            try:
+                rows = self._app.recorder.select_events(session_id, gt=gt, lte=stop, limit=page)
+            except Exception as e:
+                raise _storage_error(e, "cannot read the log") from None
+            if not rows:
+                return
+            for row in rows:
+                yield self._decode(row)
+            gt = rows[-1].originator_version
+
+    def _iter_events_desc(self, session_id: UUID, stop: int, page: int = 256) -> Iterator[Event]:
+        lte = stop
+        while lte >= 1:
+            rows = self._app.recorder.select_events(session_id, lte=lte, desc=True, limit=page)
+            if not rows:
+                return
+            for row in rows:
+                yield self._decode(row)
+            lte = rows[-1].originator_version - 1
+
+    def _first_of_type(self, session_id: UUID, cls: type, lo: int, hi: int, page: int = 64) -> Event | None:
+        topic = TOPICS[cls]
+        gt = lo - 1
+        while gt < hi:
+            rows = self._app.recorder.select_events(session_id, gt=gt, lte=hi, limit=page)
+            if not rows:
+                return None
+            for row in rows:
+                if row.topic == topic:
+                    return self._decode(row)
+            gt = rows[-1].originator_version
+        return None
+
+    def _raw_events(self, session_id: UUID, stop: int | None = None, page: int = 1000) -> Iterator[StoredEvent]:
+        gt = 0
+        while True:
+            rows = self._app.recorder.select_events(session_id, gt=gt, lte=stop, limit=page)
+            if not rows:
+                return
+            yield from rows
+            gt = rows[-1].originator_version
+
+    def _verify(self, session_id: UUID, stop: int | None) -> VerifyResult:
+        """Walk the chain: contiguous positions, decodable payloads whose embedded position matches
+        their row, each ``prev`` equal to the hash of the event before it."""
+        prev = b""
+        expected = 1
+        checked = 0
+        try:
+            for row in self._raw_events(session_id, stop):
+                position = row.originator_version
+                if position != expected:
+                    bad = expected if position > expected else position
+                    return VerifyResult(
+                        ok=False, position=checked, first_bad_position=bad,
+                        reason=f"position {expected} is missing (next stored position is {position})",
+                    )
+                try:
+                    payload = self._app.mapper.plaintext(row)
+                    ev = decode_payload(row.topic, payload, None, position)
+                except Exception as e:
+                    return VerifyResult(
+                        ok=False, position=checked, first_bad_position=position,
+                        reason=f"event at position {position} cannot be read: {_message(e)}",
+                    )
+                if not isinstance(ev, Event):
+                    return VerifyResult(
+                        ok=False, position=checked, first_bad_position=position,
+                        reason=f"position {position} holds a {row.topic}, not a session event",
+                    )
+                if ev.originator_version != position:
+                    return VerifyResult(
+                        ok=False, position=checked, first_bad_position=position,
+                        reason=f"the event stored at position {position} was written for position "
+                        f"{ev.originator_version} (events were moved or reordered)",
+                    )
+                if (position == 1) != isinstance(ev, SessionStarted):
+                    return VerifyResult(
+                        ok=False, position=checked, first_bad_position=position,
+                        reason=f"position {position} holds a {type(ev).__name__}; "
+                        "a session's log starts with exactly one SessionStarted",
+                    )
+                if ev.prev != prev:
+                    bad = position - 1 if position > 1 else 1
+                    return VerifyResult(
+                        ok=False, position=checked, first_bad_position=bad,
+                        reason=f"the event at position {position} does not chain to the event before it: "
+                        f"position {bad} was changed, replaced or inserted",
+                    )
+                prev = chain_hash(payload)
+                checked = position
+                expected += 1
+        except LedgerError:
+            raise
+        except Exception as e:
+            raise _storage_error(e, "cannot read the log") from None
+        if stop is not None and checked < stop:
+            return VerifyResult(
+                ok=False, position=checked, first_bad_position=checked + 1,
+                reason=f"the log ends at position {checked}; expected {stop} events",
+            )
+        return VerifyResult(ok=True, position=checked, head=prev.hex())
+
+
+def _redact(url: str) -> str:
+    """A URL fit for messages: the password never appears."""
+    try:
+        u = urlparse(url)
+    except ValueError:
+        return "<unparseable url>"
+    if u.password:
+        netloc = f"{u.username}:***@{u.hostname}" + (f":{u.port}" if u.port else "")
+        return u._replace(netloc=netloc).geturl()
+    return url
+
+
+def _message(e: BaseException) -> str:
+    return getattr(e, "message", None) or str(e) or type(e).__name__
+
+
+def _storage_error(e: BaseException, what: str) -> StorageError:
+    text = _message(e)
+    if isinstance(e, (OperationalError, ConnectionError, TimeoutError)) or "connect" in text.lower():
+        return StoreUnavailableError(f"{what}: the store is unavailable ({type(e).__name__}: {text})")
+    if isinstance(e, sqlite3.DatabaseError) and "not a database" in text:
+        return NotALedgerError(f"{what}: the file is not a SQLite database")
+    return StorageError(f"{what}: {type(e).__name__}: {text}")

@@ -1,0 +1,674 @@
+"""The Session aggregate (write side) and its read-only views.
+
+Every command checks the rules against the live buffer state, then emits one event. The state is the
+buffer projection itself (``projections.buffer.apply``), never a second copy of the logic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+import msgspec
+
+from engine import validate
+from engine.codec import chain_hash, encode_payload
+from engine.errors import (
+    ConcurrencyError,
+    InvalidInputError,
+    PositionOutOfRangeError,
+    RewritePolicyError,
+    RewriterError,
+    SpanNotLiveError,
+    SpanStateError,
+    UnknownSpanError,
+)
+from engine.events import (
+    Event,
+    Expanded,
+    Marked,
+    Observed,
+    Pruned,
+    Rederived,
+    Restored,
+    RewriteRefused,
+    Rewritten,
+    now,
+)
+from engine.spans import Provenance, Span, derived_id, observed_id, ordinal
+from projections.buffer import BufferState, apply, span_from_event
+
+if TYPE_CHECKING:
+    from engine.ledger import Ledger
+
+__all__ = ["Session", "SessionView", "VerifyResult"]
+
+PAGE = 1000
+
+
+class VerifyResult(msgspec.Struct, frozen=True, kw_only=True):
+    """Result of walking a session's hash chain."""
+
+    ok: bool
+    position: int  # events checked
+    head: str = ""  # hex hash of the last event: anchor it elsewhere to detect truncation
+    first_bad_position: int | None = None
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+class _Reader:
+    """What a live session and a time-travel view share: reading the buffer and the log."""
+
+    _ledger: Ledger
+    _state: BufferState
+
+    @property
+    def id(self) -> UUID:
+        return self._state.session_id
+
+    @property
+    def name(self) -> str:
+        return self._state.name
+
+    @property
+    def strict(self) -> bool:
+        return self._state.strict
+
+    @property
+    def position(self) -> int:
+        """Number of events in the session's log (at this view)."""
+        return self._state.version
+
+    @property
+    def tokens(self) -> int:
+        """Live tokens in the buffer."""
+        return self._state.tokens
+
+    @property
+    def state(self) -> BufferState:
+        return self._state
+
+    def spans(self) -> list[Span]:
+        """The live buffer, in order."""
+        return self._state.spans()
+
+    def span(self, span_id: str) -> Span:
+        """A live span by id."""
+        self._check_known(span_id)
+        try:
+            return self._state.live[span_id]
+        except KeyError:
+            raise SpanNotLiveError(self._not_live_message(span_id), span_id=span_id) from None
+
+    def marks(self) -> dict[str, int]:
+        return dict(self._state.marks)
+
+    # -- the log ---------------------------------------------------------------------------
+
+    def events(self, start: int = 1, stop: int | None = None) -> Iterator[Event]:
+        """The log itself, in order: events ``start`` through ``stop`` inclusive (1-based)."""
+        last = self.position if stop is None else min(stop, self.position)
+        if not isinstance(start, int) or start < 1:
+            raise PositionOutOfRangeError(f"start must be a position >= 1; got {start!r}")
+        return self._ledger._iter_events(self.id, start, last)
+
+    def event(self, position: int) -> Event:
+        self._check_position(position)
+        return self._load(position)
+
+    def _load(self, position: int) -> Event:
+        return self._ledger._read_event(self.id, position)
+
+    def original(self, span_id: str) -> Span:
+        """An observed span read back from the log (the cold store), live, pruned or rewritten."""
+        self._check_known(span_id)
+        if not span_id.startswith("o"):
+            raise SpanStateError(
+                f"{span_id} is a derived span; original() reads observed spans "
+                f"(its sources are {', '.join(self._sources_of(span_id)) or 'unknown'})",
+                span_id=span_id,
+            )
+        live = self._state.live.get(span_id)
+        if live is not None:
+            return live
+        return span_from_event(self._find_observed(ordinal(span_id)))
+
+    def originals(self, span_id: str) -> list[Span]:
+        """The observed originals a derived span was made from, read back from the log."""
+        span = self._derived_span(span_id)
+        return [span_from_event(self._load(p)) for p in span.source_positions]
+
+    def _derived_span(self, span_id: str) -> Span:
+        self._check_known(span_id)
+        span = self._state.live.get(span_id)
+        if span is None:
+            ev = self._last_touch(span_id)
+            content = self._content_event(span_id)
+            if content is None:
+                raise SpanNotLiveError(self._not_live_message(span_id, ev), span_id=span_id)
+            span = span_from_event(content)
+        if span.provenance is not Provenance.DERIVED:
+            raise SpanStateError(f"{span_id} is an observed span, not a derived one", span_id=span_id)
+        return span
+
+    def _sources_of(self, span_id: str) -> tuple[str, ...]:
+        content = self._content_event(span_id)
+        return getattr(content, "sources", ()) if content is not None else ()
+
+    def _find_observed(self, k: int) -> Observed:
+        """Binary search of the log for the event that observed ``o{k}``: a few primary-key page
+        reads, so the state never needs an index that grows with the log."""
+        lo, hi = k + 1, self.position
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            ev = self._ledger._first_of_type(self.id, Observed, mid, hi)
+            if ev is None:
+                hi = mid - 1
+                continue
+            j = ordinal(ev.span_id)
+            if j == k:
+                return ev
+            if j < k:
+                lo = ev.originator_version + 1
+            else:
+                hi = mid - 1
+        raise UnknownSpanError(f"o{k} is not in the log of session {self.name!r}", span_id=f"o{k}")
+
+    def _reverse(self) -> Iterator[Event]:
+        """Events from the newest back to the first."""
+        return self._ledger._iter_events_desc(self.id, self.position)
+
+    def _last_touch(self, span_id: str) -> Event | None:
+        """The newest event that changed whether ``span_id`` is live (a scan from the head: only
+        restore and error messages need it)."""
+        for ev in self._reverse():
+            if _touches(ev, span_id):
+                return ev
+        return None
+
+    def _content_event(self, span_id: str) -> Event | None:
+        """The newest event that set ``span_id``'s text (Observed, Rewritten or Rederived)."""
+        for ev in self._reverse():
+            if isinstance(ev, (Observed, Rewritten, Rederived)) and ev.span_id == span_id:
+                return ev
+        return None
+
+    # -- checks ----------------------------------------------------------------------------
+
+    def _check_known(self, span_id: Any) -> None:
+        if not isinstance(span_id, str):
+            raise InvalidInputError(f"span id must be a str, not {type(span_id).__name__}")
+        prefix, digits = span_id[:1], span_id[1:]
+        if prefix not in ("o", "d") or not digits.isdigit() or digits.startswith("0"):
+            raise UnknownSpanError(
+                f"{span_id!r} is not a span id (span ids look like o17 or d3)", span_id=span_id
+            )
+        count = self._state.n_obs if prefix == "o" else self._state.n_der
+        if int(digits) > count:
+            raise UnknownSpanError(
+                f"{span_id} does not exist in session {self.name!r} at position {self.position} "
+                f"({count} {'observed' if prefix == 'o' else 'derived'} spans so far)",
+                span_id=span_id,
+            )
+
+    def _check_live(self, span_id: str) -> Span:
+        self._check_known(span_id)
+        span = self._state.live.get(span_id)
+        if span is None:
+            raise SpanNotLiveError(self._not_live_message(span_id), span_id=span_id)
+        return span
+
+    def _not_live_message(self, span_id: str, ev: Event | None = None) -> str:
+        ev = ev if ev is not None else self._last_touch(span_id)
+        why = ""
+        if isinstance(ev, Pruned):
+            why = f"pruned at position {ev.originator_version}; restore {span_id} to bring it back"
+        elif isinstance(ev, Rewritten):
+            why = f"rewritten into {ev.span_id} at position {ev.originator_version}"
+        elif isinstance(ev, Expanded):
+            why = f"expanded into its originals at position {ev.originator_version}"
+        return f"{span_id} is not live in the buffer" + (f" ({why})" if why else "")
+
+    def _check_position(self, n: Any) -> int:
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise PositionOutOfRangeError(f"position must be an int, not {type(n).__name__}")
+        if not 1 <= n <= self.position:
+            raise PositionOutOfRangeError(
+                f"position {n} is out of range: session {self.name!r} has positions 1..{self.position}",
+                position=n,
+            )
+        return n
+
+    def resolve_position(self, at: int | str | None) -> int:
+        """A position, a mark label, or None (the head)."""
+        if at is None:
+            return self.position
+        if isinstance(at, str):
+            if at in self._state.marks:
+                return self._state.marks[at]
+            if at.lstrip("-").isdigit():
+                at = int(at)
+            else:
+                raise PositionOutOfRangeError(f"no mark named {at!r} in session {self.name!r}")
+        if isinstance(at, int) and not isinstance(at, bool) and at < 0:
+            at = self.position + 1 + at  # -1 is the head, like Python indexing
+        return self._check_position(at)
+
+    # -- time travel, integrity ------------------------------------------------------------
+
+    def at(self, n: int | str) -> SessionView:
+        """The session exactly as it was after event ``n`` (a read-only view)."""
+        n = self.resolve_position(n)
+        if n == self.position:
+            return SessionView(self._ledger, self._ledger._copy_state(self._state))
+        return SessionView(self._ledger, self._ledger._state_at(self.id, n))
+
+    def rebuild(self) -> BufferState:
+        """The buffer at this position rebuilt from the first event, ignoring snapshots."""
+        return self._ledger._rebuild(self.id, self.position)
+
+    def verify(self) -> VerifyResult:
+        """Walk the hash chain from the first event to this position."""
+        return self._ledger._verify(self.id, self.position)
+
+    # -- read side (projections/) ------------------------------------------------------------
+
+    def view(self, at: int | str | None = None) -> _Reader:
+        n = self.resolve_position(at)
+        return self if n == self.position else self.at(n)
+
+
+def _touches(ev: Event, span_id: str) -> bool:
+    t = type(ev)
+    if t is Pruned or t is Restored or t is Observed:
+        return ev.span_id == span_id
+    if t is Rewritten:
+        return ev.span_id == span_id or span_id in ev.inputs
+    if t is Expanded:
+        return ev.span_id == span_id or span_id in ev.restored
+    return False
+
+
+class SessionView(_Reader):
+    """A session as it was at one position. Read-only."""
+
+    def __init__(self, ledger: Ledger, state: BufferState):
+        self._ledger = ledger
+        self._state = state
+
+    def __repr__(self) -> str:
+        return f"<SessionView {self.name!r} at {self.position}: {len(self._state.live)} live spans>"
+
+
+class Session(_Reader):
+    """One agent's context buffer and the log behind it. Obtain from ``Ledger.create_session`` or
+    ``Ledger.session``; every command validates, then appends exactly one event."""
+
+    def __init__(self, ledger: Ledger, state: BufferState, head: bytes):
+        self._ledger = ledger
+        self._state = state
+        self._head = head
+        self._pending: list[Event] = []
+        self._pending_payload_bytes = 0
+        self._batch_depth = 0
+        self.bytes_since_snapshot = 0
+
+    def __repr__(self) -> str:
+        return f"<Session {self.name!r} at {self.position}: {len(self._state.live)} live spans>"
+
+    # eventsourcing's aggregate protocol -----------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        return self._state.version
+
+    def collect_events(self) -> list[Event]:
+        pending, self._pending = self._pending, []
+        return pending
+
+    # writing ---------------------------------------------------------------------------------
+
+    def _load(self, position: int) -> Event:
+        stored = self._state.version - len(self._pending)
+        if position > stored:
+            return self._pending[position - stored - 1]
+        return self._ledger._read_event(self.id, position)
+
+    def _emit(self, cls: type[Event], **fields: Any) -> Event:
+        ev = cls(originator_version=self._state.version + 1, at=now(), prev=self._head, **fields)
+        payload = encode_payload(ev)
+        msgspec.structs.force_setattr(ev, "originator_id", self._state.session_id)
+        self._state = apply(self._state, ev, self._load)
+        self._head = chain_hash(payload)
+        self._pending.append(ev)
+        self.bytes_since_snapshot += len(payload)
+        if not self._batch_depth:
+            self._flush()
+        return ev
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        try:
+            self._ledger._save(self)
+        except ConcurrencyError:
+            self._reload()
+            raise
+        except BaseException:
+            self._reload()
+            raise
+
+    def _reload(self) -> None:
+        """Throw away unsaved state and read the session back from the store."""
+        self._pending = []
+        fresh = self._ledger._load_session(self.id)
+        self._state, self._head = fresh._state, fresh._head
+        self.bytes_since_snapshot = 0
+
+    def refresh(self) -> Session:
+        """Catch up with events other writers appended since this session was loaded."""
+        if self._pending:
+            raise InvalidInputError("cannot refresh inside a batch with unsaved events")
+        self._reload()
+        return self
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[Session]:
+        """Save every command issued inside the block in one transaction, when the block exits.
+
+        Commands that returned were accepted; they are written when the block exits, even when it
+        exits with an exception (a refused command inside it raised and wrote nothing but its refusal)."""
+        self._batch_depth += 1
+        try:
+            yield self
+        finally:
+            self._batch_depth -= 1
+            if not self._batch_depth:
+                self._flush()
+
+    def _count(self, text: str, tokens: int | None) -> int:
+        if tokens is None:
+            return self._ledger.counter.count(text)
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise InvalidInputError(f"tokens must be a non-negative int; got {tokens!r}")
+        return tokens
+
+    # commands --------------------------------------------------------------------------------
+
+    def observe(
+        self,
+        text: str,
+        *,
+        role: str = "user",
+        kind: str = "message",
+        meta: dict[str, Any] | None = None,
+        by: str = "",
+        tokens: int | None = None,
+    ) -> Span:
+        """Record something that came from outside the model's own rewriting (a user turn, a tool
+        result, a model reply as produced). Returns the new live span ``o<n>``."""
+        validate.text(text)
+        validate.role(role)
+        validate.kind(kind, ("message", "tool_call", "tool_result"))
+        meta = validate.meta(meta)
+        by = validate.optional_str(by, "by")
+        _check_tool_shape(role, kind, meta)
+        n_tokens = self._count(text, tokens)
+        span_id = observed_id(self._state.n_obs + 1)
+        self._emit(
+            Observed, span_id=span_id, text=text, role=role, kind=kind, meta=meta, tokens=n_tokens, by=by
+        )
+        return self._state.live[span_id]
+
+    def prune(self, span_id: str, *, reason: str = "", by: str = "") -> None:
+        """Remove a live span from the buffer. Always allowed; the original stays in the log."""
+        span = self._check_live(span_id)
+        reason = validate.optional_str(reason, "reason")
+        by = validate.optional_str(by, "by")
+        self._emit(Pruned, span_id=span_id, content_position=span.position, reason=reason, by=by)
+
+    def rewrite(
+        self,
+        span_ids: Sequence[str],
+        text: str,
+        *,
+        by: str = "",
+        reason: str = "",
+        role: str | None = None,
+        meta: dict[str, Any] | None = None,
+        gate: bool = False,
+        tokens: int | None = None,
+    ) -> Span:
+        """Replace live observed generation-0 spans with one derived span of generation 1.
+
+        A derived input is refused with ``RewritePolicyError`` (and the refusal is recorded), except
+        in a permissive session, which records the violation and lets the generation grow."""
+        ids = validate.span_ids(span_ids)
+        validate.text(text)
+        by = validate.optional_str(by, "by")
+        reason = validate.optional_str(reason, "reason")
+        meta = validate.meta(meta)
+        if role is not None:
+            validate.role(role)
+        inputs = [self._check_live(i) for i in ids]
+        offending = tuple(s.id for s in inputs if s.provenance is not Provenance.OBSERVED or s.generation)
+        if offending and self._state.strict:
+            message = (
+                f"refusing to rewrite {', '.join(offending)}: "
+                f"{'it is' if len(offending) == 1 else 'they are'} derived (generation "
+                f"{max(self._state.live[i].generation for i in offending)}); rewriting a rewrite "
+                "causes summary drift. Prune it, or rederive it from its original observed spans."
+            )
+            self._emit(
+                RewriteRefused,
+                command="rewrite",
+                inputs=ids,
+                text=text,
+                offending=offending,
+                reason=message,
+                by=by,
+            )
+            raise RewritePolicyError(message, span_id=offending[0], position=self.position)
+        sources: list[str] = []
+        source_positions: list[int] = []
+        for s in inputs:
+            if s.provenance is Provenance.OBSERVED:
+                sources.append(s.id)
+                source_positions.append(s.position)
+            else:
+                sources.extend(s.sources)
+                source_positions.extend(s.source_positions)
+        if gate:
+            originals = [span_from_event(self._load(p)) for p in source_positions]
+            self._gate("rewrite", ids, text, originals, by)
+        generation = max(s.generation for s in inputs) + 1
+        span_id = derived_id(self._state.n_der + 1)
+        self._emit(
+            Rewritten,
+            span_id=span_id,
+            text=text,
+            inputs=ids,
+            input_positions=tuple(s.position for s in inputs),
+            sources=tuple(sources),
+            source_positions=tuple(source_positions),
+            generation=generation,
+            violation=bool(offending),
+            role=role or _derived_role(inputs),
+            kind="summary",
+            tokens=self._count(text, tokens),
+            meta=meta,
+            by=by,
+            reason=reason,
+        )
+        return self._state.live[span_id]
+
+    def rederive(
+        self,
+        span_id: str,
+        *,
+        text: str | None = None,
+        rewriter: Callable[[list[Span]], str] | Any = None,
+        instruction: str | None = None,
+        by: str = "",
+        reason: str = "",
+        gate: bool = False,
+        tokens: int | None = None,
+    ) -> Span:
+        """Rebuild a live derived span's text from its ORIGINAL observed spans, read from the log
+        (never from the derived text). The span keeps its id and stays generation 1."""
+        span = self._check_live(span_id)
+        if span.provenance is not Provenance.DERIVED:
+            raise SpanStateError(
+                f"{span_id} is an observed span; only derived spans are re-derived (rewrite it instead)",
+                span_id=span_id,
+            )
+        if (text is None) == (rewriter is None):
+            raise InvalidInputError("rederive needs exactly one of text= or rewriter=", span_id=span_id)
+        by = validate.optional_str(by, "by")
+        reason = validate.optional_str(reason, "reason")
+        originals = [span_from_event(self._load(p)) for p in span.source_positions]
+        if rewriter is not None:
+            text = _call_rewriter(rewriter, originals, instruction, span_id)
+            by = by or str(getattr(rewriter, "name", "") or "")
+        else:
+            validate.text(text)
+        if gate:
+            self._gate("rederive", (span_id,), text, originals, by)
+        self._emit(
+            Rederived,
+            span_id=span_id,
+            text=text,
+            sources=span.sources,
+            source_positions=span.source_positions,
+            generation=1,
+            role=span.role,
+            kind=span.kind,
+            tokens=self._count(text, tokens),
+            meta=span.meta,
+            by=by,
+            reason=reason,
+        )
+        return self._state.live[span_id]
+
+    def restore(self, span_id: str, *, reason: str = "", by: str = "") -> Span:
+        """Bring a pruned span (observed or derived) back into the buffer, in its place."""
+        self._check_known(span_id)
+        reason = validate.optional_str(reason, "reason")
+        by = validate.optional_str(by, "by")
+        if span_id in self._state.live:
+            raise SpanStateError(f"{span_id} is already live; nothing to restore", span_id=span_id)
+        last = self._last_touch(span_id)
+        if not isinstance(last, Pruned):
+            raise SpanStateError(
+                self._not_live_message(span_id, last).replace("is not live in the buffer", "cannot be restored"),
+                span_id=span_id,
+            )
+        self._emit(Restored, span_id=span_id, content_position=last.content_position, reason=reason, by=by)
+        return self._state.live[span_id]
+
+    def expand(self, span_id: str, *, reason: str = "", by: str = "") -> list[Span]:
+        """Replace a live derived span by its original observed spans, read back from the log."""
+        span = self._check_live(span_id)
+        if span.provenance is not Provenance.DERIVED:
+            raise SpanStateError(f"{span_id} is an observed span; only derived spans expand", span_id=span_id)
+        reason = validate.optional_str(reason, "reason")
+        by = validate.optional_str(by, "by")
+        clash = [s for s in span.sources if s in self._state.live]
+        if clash:
+            raise SpanStateError(
+                f"cannot expand {span_id}: its source {clash[0]} is live already", span_id=span_id
+            )
+        self._emit(
+            Expanded,
+            span_id=span_id,
+            restored=span.sources,
+            restored_positions=span.source_positions,
+            reason=reason,
+            by=by,
+        )
+        return [self._state.live[s] for s in span.sources]
+
+    def mark(self, label: str, *, by: str = "", reason: str = "") -> int:
+        """Label the current position ("cycle-9") for navigation; returns the mark's position."""
+        validate.label(label)
+        self._emit(
+            Marked,
+            label=label,
+            by=validate.optional_str(by, "by"),
+            reason=validate.optional_str(reason, "reason"),
+        )
+        return self.position
+
+    def _gate(self, command: str, inputs: Sequence[str], text: str, originals: list[Span], by: str) -> None:
+        """The opt-in grounding gate: refuse (and record) a rewrite that adds unsupported specifics."""
+        from projections.grounding import gate_findings
+
+        findings = gate_findings(text, [s.text for s in originals])
+        if not findings:
+            return
+        from engine.errors import GroundingError
+
+        values = ", ".join(repr(f["value"]) for f in findings[:5])
+        message = (
+            f"refusing to {command} {', '.join(inputs)}: the text states {values} which "
+            f"{'is' if len(findings) == 1 else 'are'} in none of its {len(originals)} source observations"
+        )
+        self._emit(
+            RewriteRefused,
+            command=command,
+            inputs=tuple(inputs),
+            text=text,
+            findings=tuple(findings),
+            reason=message,
+            by=by,
+        )
+        raise GroundingError(message, findings=tuple(findings), position=self.position)
+
+
+def _derived_role(inputs: list[Span]) -> str:
+    """A summary speaks as the user unless every input came from one non-tool role."""
+    roles = {s.role for s in inputs}
+    if len(roles) == 1 and next(iter(roles)) in ("user", "assistant", "system"):
+        return next(iter(roles))
+    return "user"
+
+
+def _check_tool_shape(role: str, kind: str, meta: dict[str, Any]) -> None:
+    if kind == "tool_call":
+        if role != "assistant":
+            raise InvalidInputError(f"a tool_call is spoken by the assistant, not {role!r}")
+        if not isinstance(meta.get("tool_call_id"), str) or not meta["tool_call_id"]:
+            raise InvalidInputError("a tool_call needs meta['tool_call_id'] (a non-empty str)")
+        if not isinstance(meta.get("name"), str) or not meta["name"]:
+            raise InvalidInputError("a tool_call needs meta['name'], the tool's name")
+    elif kind == "tool_result":
+        if role != "tool":
+            raise InvalidInputError(f"a tool_result has role 'tool', not {role!r}")
+        if not isinstance(meta.get("tool_call_id"), str) or not meta["tool_call_id"]:
+            raise InvalidInputError("a tool_result needs meta['tool_call_id'] naming its call")
+    elif role == "tool":
+        raise InvalidInputError("role 'tool' is only for kind='tool_result'")
+
+
+def _call_rewriter(rewriter: Any, originals: list[Span], instruction: str | None, span_id: str) -> str:
+    try:
+        if hasattr(rewriter, "rewrite"):
+            text = rewriter.rewrite(originals, instruction=instruction)
+        else:
+            text = rewriter(originals)
+    except RewriterError:
+        raise
+    except Exception as e:
+        raise RewriterError(
+            f"the rewriter failed while re-deriving {span_id}: {type(e).__name__}: {e}; nothing was written",
+            span_id=span_id,
+        ) from e
+    try:
+        return validate.text(text, "the rewriter's output")
+    except InvalidInputError as e:
+        raise RewriterError(f"{e.message}; nothing was written", span_id=span_id) from None

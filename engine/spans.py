@@ -1,0 +1,73 @@
+"""A span: one unit of the context buffer, with its provenance."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+import msgspec
+
+__all__ = ["Provenance", "Span", "ROLES", "KINDS", "ordinal", "observed_id", "derived_id"]
+
+ROLES = ("system", "user", "assistant", "tool")
+KINDS = ("message", "tool_call", "tool_result", "summary")
+
+
+class Provenance(str, Enum):
+    """Where a span's text came from: the outside world, or a rewrite of observed spans."""
+
+    OBSERVED = "observed"
+    DERIVED = "derived"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Span(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One live unit of the buffer.
+
+    ``sources`` are the observed span ids a derived span's text comes from (the bottom of the chain);
+    ``source_positions`` are the log positions of those originals (where ``rederive`` reads them).
+    ``position`` is the event that put this text here.
+    """
+
+    id: str
+    text: str
+    role: str
+    kind: str
+    provenance: Provenance
+    generation: int = 0
+    sources: tuple[str, ...] = ()
+    tokens: int = 0
+    meta: dict[str, Any] = {}
+    position: int = 0
+    source_positions: tuple[int, ...] = ()
+
+    @property
+    def observed(self) -> bool:
+        return self.provenance is Provenance.OBSERVED
+
+    @property
+    def derived(self) -> bool:
+        return self.provenance is Provenance.DERIVED
+
+    @property
+    def order(self) -> int:
+        """Buffer order: an observed span sits at its observation number, a derived span where its
+        earliest source was."""
+        if self.provenance is Provenance.OBSERVED:
+            return ordinal(self.id)
+        return min(ordinal(s) for s in self.sources)
+
+
+def ordinal(span_id: str) -> int:
+    """``o17`` -> 17. Assumes a well-formed id."""
+    return int(span_id[1:])
+
+
+def observed_id(n: int) -> str:
+    return f"o{n}"
+
+
+def derived_id(n: int) -> str:
+    return f"d{n}"

@@ -1,0 +1,112 @@
+"""Argument checks shared by every command: bad input becomes a typed error before anything is written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from engine.errors import InvalidInputError
+from engine.spans import KINDS, ROLES
+
+MAX_TEXT_BYTES = 8 * 1024 * 1024
+MAX_META_BYTES = 256 * 1024
+MAX_LABEL_CHARS = 200
+
+_json = msgspec.json.Encoder()
+
+
+def text(value: Any, what: str = "text", *, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be a str, not {type(value).__name__}")
+    if not value.strip():
+        raise InvalidInputError(f"{what} is empty")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        raise InvalidInputError(
+            f"{what} is not valid Unicode text (lone surrogate at index {e.start})"
+        ) from None
+    if size > max_bytes:
+        raise InvalidInputError(f"{what} is {size:,} bytes; the limit is {max_bytes:,} bytes")
+    return value
+
+
+def label(value: Any, what: str = "label") -> str:
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be a str, not {type(value).__name__}")
+    if not value.strip():
+        raise InvalidInputError(f"{what} is empty")
+    if len(value) > MAX_LABEL_CHARS:
+        raise InvalidInputError(f"{what} is {len(value)} characters; the limit is {MAX_LABEL_CHARS}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise InvalidInputError(f"{what} contains control characters: {value!r}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(f"{what} is not valid Unicode text") from None
+    return value
+
+
+def optional_str(value: Any, what: str, *, limit: int = 10_000) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be a str, not {type(value).__name__}")
+    if len(value) > limit:
+        raise InvalidInputError(f"{what} is {len(value)} characters; the limit is {limit}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(f"{what} is not valid Unicode text") from None
+    return value
+
+
+def role(value: Any) -> str:
+    if value not in ROLES:
+        raise InvalidInputError(f"role must be one of {', '.join(ROLES)}; got {value!r}")
+    return value
+
+
+def kind(value: Any, allowed: tuple[str, ...] = KINDS) -> str:
+    if value not in allowed:
+        raise InvalidInputError(f"kind must be one of {', '.join(allowed)}; got {value!r}")
+    return value
+
+
+def meta(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidInputError(f"meta must be a dict, not {type(value).__name__}")
+    for key in value:
+        if not isinstance(key, str):
+            raise InvalidInputError(f"meta keys must be str; got {key!r}")
+    try:
+        encoded = _json.encode(value)
+    except (TypeError, msgspec.EncodeError, UnicodeEncodeError) as e:
+        raise InvalidInputError(f"meta must be JSON-serializable: {e}") from None
+    if len(encoded) > MAX_META_BYTES:
+        raise InvalidInputError(f"meta is {len(encoded):,} bytes; the limit is {MAX_META_BYTES:,}")
+    # Round-trip so what is stored is exactly what JSON export/import will reproduce.
+    return msgspec.json.decode(encoded)
+
+
+def span_ids(value: Any, what: str = "span ids") -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = (value,)
+    try:
+        ids = tuple(value)
+    except TypeError:
+        raise InvalidInputError(f"{what} must be a list of span ids, not {type(value).__name__}") from None
+    if not ids:
+        raise InvalidInputError(f"{what}: at least one span is required")
+    for span_id in ids:
+        if not isinstance(span_id, str):
+            raise InvalidInputError(f"{what}: span ids are str, not {type(span_id).__name__} ({span_id!r})")
+    seen = set()
+    for span_id in ids:
+        if span_id in seen:
+            raise InvalidInputError(f"{what}: {span_id} is given twice", span_id=span_id)
+        seen.add(span_id)
+    return ids
