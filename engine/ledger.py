@@ -193,6 +193,7 @@ class Ledger:
         self._app = app
         self.url = url
         self.counter = counter
+        self._forks: dict[UUID, tuple[UUID, int] | None] = {}
 
     # opening ---------------------------------------------------------------------------------
 
@@ -252,24 +253,56 @@ class Ledger:
 
     # sessions --------------------------------------------------------------------------------
 
-    def create_session(self, name: str, *, strict: bool = True, by: str = "") -> Session:
+    def create_session(self, name: str, *, strict: bool = True, by: str = "", reason: str = "") -> Session:
         """A new session with a unique name. ``strict=False`` records rule-breaking rewrites as
         violations instead of refusing them (for importing other tools' histories and baselines)."""
         validate.label(name, "session name")
         if not isinstance(strict, bool):
             raise InvalidInputError(f"strict must be a bool, not {type(strict).__name__}")
-        session = Session(self, BufferState(session_id=session_uuid(name), name=name), b"")
-        started = SessionStarted(originator_version=1, at=now(), name=name, strict=strict, by=by)
+        started = SessionStarted(
+            originator_version=1, at=now(), name=name, strict=strict,
+            by=validate.optional_str(by, "by"), reason=validate.optional_str(reason, "reason"),
+        )
+        return self._start(started, None, b"")
+
+    def fork(self, session: Session | str, *, at: int | str | None = None, name: str, by: str = "") -> Session:
+        """A new session that starts from ``session``'s buffer at position ``at`` (default: its head)
+        and shares its history: positions 1..at are the parent's events, the fork continues after."""
+        parent = self.session(session) if isinstance(session, str) else session
+        validate.label(name, "session name")
+        n = parent.resolve_position(at)
+        head = bytes.fromhex(self._verify(parent.id, n).head) if n else b""
+        started = SessionStarted(
+            originator_version=n + 1, at=now(), name=name, strict=parent.strict,
+            forked_from=parent.id, fork_position=n, prev=head,
+            by=validate.optional_str(by, "by"), reason=f"fork of {parent.name!r} at position {n}",
+        )
+        return self._start(started, parent.state if n == parent.position else None, head)
+
+    def _start(self, started: SessionStarted, parent_state: BufferState | None, prev: bytes) -> Session:
         from engine.codec import encode_payload
 
+        name = started.name
+        session_id = session_uuid(name)
+        if self._exists(session_id):
+            raise DuplicateSessionError(f"a session named {name!r} already exists")
         payload = encode_payload(started)
-        msgspec.structs.force_setattr(started, "originator_id", session.state.session_id)
-        session._state = apply(None, started, session._load)
-        session._head = chain_hash(payload)
+        msgspec.structs.force_setattr(started, "originator_id", session_id)
+        if started.forked_from is None:
+            state = apply(None, started, lambda p: self._read_event(session_id, p))
+        else:
+            self._forks[session_id] = (started.forked_from, started.fork_position)
+            state = self._fork_state(started) if parent_state is None else msgspec.structs.replace(
+                self._copy_state(parent_state), session_id=session_id, name=name, strict=started.strict,
+                started_at=started.at, forked_from=started.forked_from,
+                fork_position=started.fork_position, version=started.originator_version,
+            )
+        session = Session(self, state, chain_hash(payload))
         session._pending.append(started)
         try:
             self._save(session)
         except ConcurrencyError:
+            self._forks.pop(session_id, None)
             raise DuplicateSessionError(f"a session named {name!r} already exists") from None
         return session
 
@@ -315,6 +348,13 @@ class Ledger:
             start = page[-1].id + 1
         return out
 
+    def import_(self, source: Any) -> Session:
+        """Import a session exported with ``Session.export`` / ``ctxledger export`` (a path, a text
+        stream, bytes or an iterable of lines). Verified whole before anything is written."""
+        from engine.transfer import import_lines
+
+        return import_lines(self, source)
+
     # internals used by Session ---------------------------------------------------------------
 
     def _exists(self, session_id: UUID) -> bool:
@@ -335,6 +375,8 @@ class Ledger:
             for ev in events:
                 if type(ev) is SessionSnapshot:
                     state = ev.state
+                elif type(ev) is SessionStarted and ev.forked_from is not None:
+                    state = self._fork_state(ev)
                 else:
                     state = apply(state, ev, lambda p: self._read_event(session_id, p))
             return state
@@ -358,7 +400,24 @@ class Ledger:
         head = chain_hash(self._app.mapper.plaintext(head_rows[0]))
         return Session(self, state, head)
 
+    def _fork_state(self, started: SessionStarted) -> BufferState:
+        """A fork's first state: its parent's buffer at the fork position, under the fork's name."""
+        base = self._state_at(started.forked_from, started.fork_position)
+        return msgspec.structs.replace(
+            base,
+            session_id=started.originator_id,
+            name=started.name,
+            strict=started.strict,
+            started_at=started.at,
+            forked_from=started.forked_from,
+            fork_position=started.fork_position,
+            version=started.originator_version,
+        )
+
     def _state_at(self, session_id: UUID, n: int) -> BufferState:
+        parent = self._parent(session_id)
+        if parent is not None and n <= parent[1]:
+            return self._state_at(parent[0], n)
         try:
             return self._app.repository.get(session_id, version=n, projector_func=self._projector(session_id))
         except LedgerError:
@@ -367,9 +426,17 @@ class Ledger:
             raise _storage_error(e, f"cannot rebuild the buffer at position {n}") from None
 
     def _rebuild(self, session_id: UUID, n: int) -> BufferState:
+        """The buffer at position n folded from the first event, ignoring every snapshot."""
         state = None
         for ev in self._iter_events(session_id, 1, n):
-            state = apply(state, ev, lambda p: self._read_event(session_id, p))
+            if type(ev) is SessionStarted and ev.forked_from is not None:
+                state = msgspec.structs.replace(
+                    state, session_id=ev.originator_id, name=ev.name, strict=ev.strict,
+                    started_at=ev.at, forked_from=ev.forked_from, fork_position=ev.fork_position,
+                    version=ev.originator_version,
+                )
+            else:
+                state = apply(state, ev, lambda p: self._read_event(session_id, p))
         return state
 
     @staticmethod
@@ -389,7 +456,27 @@ class Ledger:
         except Exception as e:
             raise _storage_error(e, "cannot write to the log; nothing was written") from None
 
+    def _parent(self, session_id: UUID) -> tuple[UUID, int] | None:
+        """For a fork: (parent session id, fork position). Positions up to the fork position are the
+        parent's events; the fork's own stream continues the numbering after it."""
+        try:
+            return self._forks[session_id]
+        except KeyError:
+            pass
+        rows = self._app.recorder.select_events(session_id, limit=1)
+        parent = None
+        if rows and rows[0].topic == TOPICS[SessionStarted]:
+            ev = self._decode(rows[0])
+            if ev.forked_from is not None:
+                parent = (ev.forked_from, ev.fork_position)
+        if rows:
+            self._forks[session_id] = parent
+        return parent
+
     def _read_event(self, session_id: UUID, position: int) -> Event:
+        parent = self._parent(session_id)
+        if parent is not None and position <= parent[1]:
+            return self._read_event(parent[0], position)
         try:
             rows = self._app.recorder.select_events(session_id, gt=position - 1, lte=position)
         except Exception as e:
@@ -399,6 +486,11 @@ class Ledger:
         return self._decode(rows[0])
 
     def _iter_events(self, session_id: UUID, start: int, stop: int, page: int = 1000) -> Iterator[Event]:
+        parent = self._parent(session_id)
+        if parent is not None:
+            if start <= parent[1]:
+                yield from self._iter_events(parent[0], start, min(stop, parent[1]), page)
+            start = max(start, parent[1] + 1)
         gt = start - 1
         while gt < stop:
             try:
@@ -412,16 +504,27 @@ class Ledger:
             gt = rows[-1].originator_version
 
     def _iter_events_desc(self, session_id: UUID, stop: int, page: int = 256) -> Iterator[Event]:
+        parent = self._parent(session_id)
+        floor = parent[1] if parent is not None else 0
         lte = stop
-        while lte >= 1:
-            rows = self._app.recorder.select_events(session_id, lte=lte, desc=True, limit=page)
+        while lte > floor:
+            rows = self._app.recorder.select_events(session_id, gt=floor, lte=lte, desc=True, limit=page)
             if not rows:
-                return
+                break
             for row in rows:
                 yield self._decode(row)
             lte = rows[-1].originator_version - 1
+        if parent is not None:
+            yield from self._iter_events_desc(parent[0], min(stop, parent[1]), page)
 
     def _first_of_type(self, session_id: UUID, cls: type, lo: int, hi: int, page: int = 64) -> Event | None:
+        parent = self._parent(session_id)
+        if parent is not None:
+            if lo <= parent[1]:
+                found = self._first_of_type(parent[0], cls, lo, min(hi, parent[1]), page)
+                if found is not None:
+                    return found
+            lo = max(lo, parent[1] + 1)
         topic = TOPICS[cls]
         gt = lo - 1
         while gt < hi:
@@ -435,7 +538,11 @@ class Ledger:
         return None
 
     def _raw_events(self, session_id: UUID, stop: int | None = None, page: int = 1000) -> Iterator[StoredEvent]:
+        parent = self._parent(session_id)
         gt = 0
+        if parent is not None:
+            yield from self._raw_events(parent[0], parent[1] if stop is None else min(stop, parent[1]), page)
+            gt = parent[1]
         while True:
             rows = self._app.recorder.select_events(session_id, gt=gt, lte=stop, limit=page)
             if not rows:
@@ -477,7 +584,9 @@ class Ledger:
                         reason=f"the event stored at position {position} was written for position "
                         f"{ev.originator_version} (events were moved or reordered)",
                     )
-                if (position == 1) != isinstance(ev, SessionStarted):
+                is_start = isinstance(ev, SessionStarted)
+                fork_start = is_start and ev.forked_from is not None and ev.fork_position == position - 1
+                if (position == 1 and not is_start) or (is_start and position != 1 and not fork_start):
                     return VerifyResult(
                         ok=False, position=checked, first_bad_position=position,
                         reason=f"position {position} holds a {type(ev).__name__}; "

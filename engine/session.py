@@ -272,6 +272,15 @@ class _Reader:
         """The buffer at this position rebuilt from the first event, ignoring snapshots."""
         return self._ledger._rebuild(self.id, self.position)
 
+    def export(self, out: Any = None) -> list[str] | int:
+        """The log as JSON lines (one object per event). With ``out`` (a path or a text stream) the
+        lines are written there and their count returned."""
+        from engine.transfer import export_lines, write_export
+
+        if out is None:
+            return list(export_lines(self))
+        return write_export(self, out)
+
     def verify(self) -> VerifyResult:
         """Walk the hash chain from the first event to this position."""
         return self._ledger._verify(self.id, self.position)
@@ -279,8 +288,45 @@ class _Reader:
     # -- read side (projections/) ------------------------------------------------------------
 
     def view(self, at: int | str | None = None) -> _Reader:
+        """This session at ``at`` (a position, a mark, or None for now)."""
         n = self.resolve_position(at)
         return self if n == self.position else self.at(n)
+
+    def audit(self, at: int | str | None = None):
+        """Drift findings at a position: structural, grounding, merged events, refusals."""
+        from projections.audit import audit
+
+        return audit(self.view(at))
+
+    def blame(self, text: str, at: int | str | None = None):
+        """Where a piece of text in the buffer came from (and, if gone, what removed it)."""
+        from projections.blame import blame
+
+        return blame(self.view(at), text)
+
+    def lineage(self, span_id: str, at: int | str | None = None):
+        """What a span came from and what it became."""
+        from projections.lineage import lineage
+
+        return lineage(self.view(at), span_id)
+
+    def diff(self, a: int | str, b: int | str | None = None):
+        """Spans added, removed, rewritten or re-derived between positions a and b (default: now)."""
+        from projections.diff import diff
+
+        return diff(self, self.resolve_position(a), self.resolve_position(b))
+
+    def timeline(self, at: int | str | None = None):
+        """Per event: live span count and live tokens by provenance."""
+        from projections.timeline import timeline
+
+        return timeline(self.view(at))
+
+    def render(self, format: str = "text", *, mark_derived: bool = True, at: int | str | None = None):
+        """The buffer as the model sees it: plain text, OpenAI chat messages or Anthropic messages."""
+        from engine.render import render
+
+        return render(self.view(at).spans(), format=format, mark_derived=mark_derived)
 
 
 def _touches(ev: Event, span_id: str) -> bool:

@@ -1,1 +1,6 @@
-def main(): pass
+"""``ctxledger``: a thin command line over the library (like git or sqlite-utils)."""
+
+from engine.cli._app import main
+from engine.cli import core  # noqa: F401  (registers: sessions, log, show, verify, export, import, mark)
+
+__all__ = ["main"]

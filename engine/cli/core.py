@@ -1,0 +1,287 @@
+"""Core commands: sessions, log, show, verify, export, import, mark."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from engine.cli._app import (
+    EXIT_FOUND,
+    console,
+    emit_json,
+    handle_errors,
+    main,
+    open_ledger,
+    progress,
+    to_builtins,
+)
+from engine.events import (
+    Event,
+    Expanded,
+    Marked,
+    Observed,
+    Pruned,
+    Rederived,
+    Restored,
+    RewriteRefused,
+    Rewritten,
+    SessionStarted,
+)
+from engine.spans import Span
+
+
+def _short(text: str, width: int = 60) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= width else one[: width - 1] + "…"
+
+
+def describe(ev: Event) -> str:
+    """One line saying what an event did, git-log style."""
+    t = type(ev)
+    if t is SessionStarted:
+        what = f"session {ev.name!r} started" + ("" if ev.strict else " (permissive)")
+        if ev.forked_from is not None:
+            what += f", forked at position {ev.fork_position}"
+        return what
+    if t is Observed:
+        return f"{ev.span_id} {ev.role}/{ev.kind} {ev.tokens} tok  {_short(ev.text)}"
+    if t is Pruned:
+        return f"{ev.span_id} pruned"
+    if t is Rewritten:
+        flag = f"  VIOLATION generation {ev.generation}" if ev.violation else ""
+        return f"{ev.span_id} <- {','.join(ev.inputs)}  {_short(ev.text, 48)}{flag}"
+    if t is Rederived:
+        return f"{ev.span_id} re-derived from {','.join(ev.sources)}  {_short(ev.text, 40)}"
+    if t is Restored:
+        return f"{ev.span_id} restored"
+    if t is Expanded:
+        return f"{ev.span_id} expanded -> {','.join(ev.restored)}"
+    if t is RewriteRefused:
+        return f"REFUSED {ev.command} of {','.join(ev.inputs)}: {_short(ev.reason, 60)}"
+    if t is Marked:
+        return f"mark {ev.label!r}"
+    return t.__name__
+
+
+def event_json(ev: Event) -> dict:
+    d = to_builtins(ev)
+    d.pop("originator_id", None)
+    d.pop("originator_version", None)
+    d["prev"] = ev.prev.hex()
+    return {"position": ev.originator_version, "type": type(ev).__name__, **d}
+
+
+def span_json(span: Span) -> dict:
+    return to_builtins(span)
+
+
+@main.command("sessions")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@handle_errors
+def sessions_cmd(ctx: click.Context, as_json: bool) -> None:
+    """List the sessions in the store.
+
+    \b
+    Example:
+      ctxledger sessions --json
+    """
+    with open_ledger(ctx) as ledger:
+        infos = ledger.sessions()
+    if as_json:
+        emit_json([to_builtins(i) for i in infos])
+        return
+    if not infos:
+        click.echo("no sessions")
+        return
+    width = max(len(i.name) for i in infos)
+    for i in infos:
+        mode = "strict" if i.strict else "permissive"
+        click.echo(f"{i.name:<{width}}  {i.position:>8} events  {mode:<10}  {i.started_at:%Y-%m-%d %H:%M:%S}")
+
+
+@main.command("log")
+@click.argument("session")
+@click.option("--start", type=int, default=1, show_default=True, help="First position.")
+@click.option("--stop", type=int, default=None, help="Last position (default: the head).")
+@click.option("--type", "types", multiple=True, help="Only these event types (repeatable).")
+@click.option("-n", "--limit", type=int, default=None, help="At most this many events.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per event (JSON lines).")
+@click.pass_context
+@handle_errors
+def log_cmd(ctx, session, start, stop, types, limit, as_json) -> None:
+    """Show a session's log, one event per line.
+
+    \b
+    Example:
+      ctxledger log agent-42 --type Rewritten --type RewriteRefused
+    """
+    wanted = {t.lower() for t in types}
+    with open_ledger(ctx) as ledger:
+        s = ledger.session(session)
+        shown = 0
+        for ev in s.events(start, stop):
+            if wanted and type(ev).__name__.lower() not in wanted:
+                continue
+            if as_json:
+                emit_json(event_json(ev))
+            else:
+                by = f"  by {ev.by}" if ev.by else ""
+                why = f"  ({_short(ev.reason, 50)})" if ev.reason and type(ev) is not RewriteRefused else ""
+                click.echo(f"{ev.originator_version:>7}  {type(ev).__name__:<14} {describe(ev)}{by}{why}")
+            shown += 1
+            if limit is not None and shown >= limit:
+                break
+
+
+@main.command("show")
+@click.argument("session")
+@click.option("--at", "at", default=None, help="Position (or mark) to show; default the head. -1 is the head.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "openai", "anthropic", "prompt"]),
+    default="text",
+    show_default=True,
+    help="text: a table of spans; json: spans as JSON; openai/anthropic/prompt: rendered for the model.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.pass_context
+@handle_errors
+def show_cmd(ctx, session, at, fmt, as_json) -> None:
+    """Show the live buffer, now or as it was after event N (time travel).
+
+    \b
+    Example:
+      ctxledger show agent-42 --at 120
+    """
+    with open_ledger(ctx) as ledger:
+        s = ledger.session(session)
+        view = s.view(at)
+        if as_json or fmt == "json":
+            emit_json(
+                {
+                    "session": view.name,
+                    "position": view.position,
+                    "tokens": view.tokens,
+                    "spans": [span_json(sp) for sp in view.spans()],
+                }
+            )
+            return
+        if fmt in ("openai", "anthropic", "prompt"):
+            rendered = view.render("text" if fmt == "prompt" else fmt)
+            if isinstance(rendered, str):
+                click.echo(rendered)
+            else:
+                emit_json(rendered)
+            return
+        spans = view.spans()
+        click.echo(
+            f"session {view.name!r} at position {view.position} of {s.position}: "
+            f"{len(spans)} live spans, {view.tokens:,} tokens"
+        )
+        for sp in spans:
+            prov = "observed" if sp.observed else f"derived g{sp.generation} <- {','.join(sp.sources)}"
+            click.echo(f"  {sp.id:<6} {sp.role:<9} {sp.kind:<11} {sp.tokens:>6} tok  {prov}")
+            click.echo(f"         {_short(sp.text, 90)}")
+
+
+@main.command("verify")
+@click.argument("session", required=False)
+@click.option("--all", "all_sessions", is_flag=True, help="Verify every session in the store.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@handle_errors
+def verify_cmd(ctx, session, all_sessions, as_json) -> None:
+    """Walk the hash chain of a session's log; exit 1 and name the first bad position if it breaks.
+
+    \b
+    Example:
+      ctxledger verify agent-42 && echo intact
+    """
+    if not session and not all_sessions:
+        raise click.UsageError("name a SESSION or pass --all")
+    with open_ledger(ctx) as ledger:
+        names = [i.name for i in ledger.sessions()] if all_sessions else [session]
+        results = []
+        with progress("verifying", len(names)) as advance:
+            for name in names:
+                results.append((name, ledger.session(name).verify()))
+                advance(1)
+    bad = [r for r in results if not r[1].ok]
+    if as_json:
+        payload = [{"session": n, **to_builtins(r)} for n, r in results]
+        emit_json(payload if all_sessions else payload[0])
+    else:
+        for name, r in results:
+            if r.ok:
+                click.echo(f"{name}: OK, {r.position} events, head {r.head}")
+            else:
+                click.echo(f"{name}: BROKEN at position {r.first_bad_position}: {r.reason}")
+    if bad:
+        sys.exit(EXIT_FOUND)
+
+
+@main.command("export")
+@click.argument("session")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, help="File (default stdout).")
+@click.pass_context
+@handle_errors
+def export_cmd(ctx, session, output) -> None:
+    """Export a session's log as JSON lines (one object per event, lossless).
+
+    \b
+    Example:
+      ctxledger export agent-42 > agent-42.jsonl
+    """
+    with open_ledger(ctx) as ledger:
+        s = ledger.session(session)
+        if output:
+            n = s.export(output)
+            click.echo(f"exported {n} events to {output}", err=True)
+        else:
+            s.export(sys.stdout)
+
+
+@main.command("import")
+@click.argument("file", type=click.Path(allow_dash=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@handle_errors
+def import_cmd(ctx, file, as_json) -> None:
+    """Import a session exported with `ctxledger export` (verified whole before anything is written).
+
+    \b
+    Example:
+      ctxledger --db sqlite:///other.db import agent-42.jsonl
+    """
+    with open_ledger(ctx) as ledger:
+        source = sys.stdin if file == "-" else file
+        s = ledger.import_(source)
+        result = {"session": s.name, "position": s.position, "verified": s.verify().ok}
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(f"imported session {result['session']!r}: {result['position']} events, chain verified")
+
+
+@main.command("mark")
+@click.argument("session")
+@click.argument("label")
+@click.option("--by", default="", help="Who sets the mark.")
+@click.pass_context
+@handle_errors
+def mark_cmd(ctx, session, label, by) -> None:
+    """Label the session's current position (e.g. "cycle-9") to navigate to it later with --at.
+
+    \b
+    Example:
+      ctxledger mark agent-42 before-migration && ctxledger show agent-42 --at before-migration
+    """
+    with open_ledger(ctx) as ledger:
+        position = ledger.session(session).mark(label, by=by)
+    click.echo(f"marked position {position} as {label!r}")
+
+
+__all__ = ["describe", "event_json", "span_json", "console"]

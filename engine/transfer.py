@@ -1,0 +1,230 @@
+"""Export and import: one JSON object per event, lossless, verified before anything is written.
+
+A line is ``{"session": name, "session_id": uuid, "position": n, "type": "Observed", "hash": hex,
+"event": {...}}``. ``hash`` is the event's chain hash (the next event's ``prev``); an import
+re-encodes every event, recomputes every hash and the chain, replays the buffer, and writes
+nothing unless all of it holds. A fork's file carries its parent's events up to the fork; those
+are skipped when the parent is already in the target store with the same chain.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+from uuid import UUID
+
+import msgspec
+
+from engine.codec import chain_hash, encode_payload
+from engine.errors import DuplicateSessionError, ImportFormatError, LedgerError
+from engine.events import EVENT_TYPES, Event, Rewritten, SessionStarted
+from projections.buffer import apply
+
+if TYPE_CHECKING:
+    from engine.ledger import Ledger
+    from engine.session import Session, _Reader
+
+__all__ = ["export_lines", "import_lines", "MAX_LINE_BYTES"]
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+class Line(msgspec.Struct, forbid_unknown_fields=True):
+    session: str
+    session_id: UUID
+    position: int
+    type: str
+    hash: str
+    event: msgspec.Raw
+
+
+_line_encoder = msgspec.json.Encoder()
+_line_decoder = msgspec.json.Decoder(Line)
+_event_decoders = {name: msgspec.json.Decoder(cls) for name, cls in EVENT_TYPES.items()}
+
+
+def export_lines(session: _Reader) -> Iterator[str]:
+    """The session's whole history (a fork's includes its parent's events up to the fork)."""
+    owner_id, owner_name = None, None
+    for ev in session.events():
+        if isinstance(ev, SessionStarted):
+            owner_id, owner_name = ev.originator_id, ev.name
+        plain = msgspec.structs.replace(ev, originator_id=None)
+        line = {
+            "session": owner_name,
+            "session_id": str(owner_id),
+            "position": ev.originator_version,
+            "type": type(ev).__name__,
+            "hash": chain_hash(encode_payload(plain)).hex(),
+            "event": msgspec.Raw(_line_encoder.encode(plain)),
+        }
+        yield _line_encoder.encode(line).decode()
+
+
+def _read_lines(source: Any) -> Iterator[tuple[int, str]]:
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            with open(source, encoding="utf-8", errors="strict") as f:
+                yield from _read_lines(f)
+        except FileNotFoundError:
+            raise ImportFormatError(f"no such file: {source}") from None
+        except UnicodeDecodeError as e:
+            raise ImportFormatError(f"{source} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+        except IsADirectoryError:
+            raise ImportFormatError(f"{source} is a directory") from None
+        return
+    if isinstance(source, (bytes, bytearray)):
+        source = io.StringIO(bytes(source).decode("utf-8", errors="strict"))
+    for number, raw in enumerate(source, 1):
+        if isinstance(raw, bytes):
+            raw = raw.decode("utf-8")
+        if len(raw) > MAX_LINE_BYTES:
+            raise ImportFormatError(f"line {number} is longer than {MAX_LINE_BYTES:,} bytes", line=number)
+        if raw.strip():
+            yield number, raw
+
+
+def _parse(source: Any) -> list[tuple[int, Line, Event]]:
+    parsed = []
+    try:
+        for number, raw in _read_lines(source):
+            try:
+                line = _line_decoder.decode(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                raise ImportFormatError(f"line {number} is not a ctxledger export line: {e}", line=number) from None
+            decoder = _event_decoders.get(line.type)
+            if decoder is None:
+                raise ImportFormatError(f"line {number}: unknown event type {line.type!r}", line=number)
+            try:
+                ev = decoder.decode(line.event)
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                raise ImportFormatError(f"line {number}: bad {line.type} event: {e}", line=number) from None
+            if ev.originator_id is not None:
+                raise ImportFormatError(f"line {number}: events carry no session id inside", line=number)
+            parsed.append((number, line, ev))
+    except UnicodeDecodeError as e:
+        raise ImportFormatError(f"the input is not UTF-8 text ({e.reason})") from None
+    if not parsed:
+        raise ImportFormatError("the input holds no events")
+    return parsed
+
+
+def _check_chain(parsed: list[tuple[int, Line, Event]]) -> None:
+    from engine.ledger import session_uuid
+
+    prev = b""
+    owner: Line | None = None
+    for index, (number, line, ev) in enumerate(parsed):
+        expected = index + 1
+        if line.position != expected or ev.originator_version != expected:
+            raise ImportFormatError(
+                f"line {number}: position {line.position} where {expected} was expected", line=number
+            )
+        payload = encode_payload(ev)
+        digest = chain_hash(payload)
+        if digest.hex() != line.hash:
+            raise ImportFormatError(
+                f"line {number}: the event does not match its hash (position {expected} was edited)",
+                line=number,
+                position=expected,
+            )
+        if ev.prev != prev:
+            raise ImportFormatError(
+                f"line {number}: position {expected} does not chain to the line before it "
+                "(lines were removed, inserted or reordered)",
+                line=number,
+                position=expected,
+            )
+        prev = digest
+        if isinstance(ev, SessionStarted):
+            if expected != 1 and (ev.forked_from is None or ev.fork_position != expected - 1):
+                raise ImportFormatError(f"line {number}: a session starts in the middle of the log", line=number)
+            if ev.forked_from is not None and (owner is None or owner.session_id != ev.forked_from):
+                raise ImportFormatError(f"line {number}: a fork of a session the file does not hold", line=number)
+            if session_uuid(ev.name) != line.session_id or line.session != ev.name:
+                raise ImportFormatError(f"line {number}: session name and id disagree", line=number)
+            owner = line
+        elif expected == 1:
+            raise ImportFormatError(f"line {number}: the first event must be a SessionStarted", line=number)
+        if owner is None or line.session_id != owner.session_id:
+            raise ImportFormatError(f"line {number}: belongs to no session started before it", line=number)
+
+
+def _check_replay(parsed: list[tuple[int, Line, Event]]) -> None:
+    """Fold the buffer over the whole file: an event that cannot apply is a malformed file."""
+    events = [ev for _, _, ev in parsed]
+    state = None
+    for number, line, ev in parsed:
+        if isinstance(ev, Rewritten) and (ev.violation or ev.generation > 1) and state is not None and state.strict:
+            raise ImportFormatError(
+                f"line {number}: a strict session cannot hold a rewrite of derived spans", line=number
+            )
+        try:
+            if isinstance(ev, SessionStarted) and ev.forked_from is not None:
+                state = msgspec.structs.replace(
+                    state, name=ev.name, strict=ev.strict, forked_from=ev.forked_from,
+                    fork_position=ev.fork_position, version=ev.originator_version,
+                )
+            else:
+                state = apply(state, ev, lambda p: events[p - 1])
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
+            raise ImportFormatError(
+                f"line {number}: {line.type} at position {line.position} does not apply to the buffer "
+                f"({type(e).__name__}: {e})",
+                line=number,
+            ) from None
+
+
+def import_lines(ledger: Ledger, source: Any) -> Session:
+    """Import an export (path, file, bytes or lines). Writes nothing unless every check passes."""
+    parsed = _parse(source)
+    _check_chain(parsed)
+    _check_replay(parsed)
+    groups: dict[UUID, list[Event]] = {}
+    for _, line, ev in parsed:
+        groups.setdefault(line.session_id, []).append(ev)
+    # Ancestors already in the store (a fork's parent) must be the same history; the imported
+    # session itself must be new.
+    target = parsed[-1][1]
+    to_write: list[tuple[UUID, list[Event]]] = []
+    for session_id, events in groups.items():
+        if not ledger._head_version(session_id):
+            to_write.append((session_id, events))
+            continue
+        name = next((ev.name for ev in events if isinstance(ev, SessionStarted)), str(session_id))
+        if session_id == target.session_id:
+            raise DuplicateSessionError(f"session {name!r} already exists in the store")
+        check = ledger._verify(session_id, events[-1].originator_version)
+        if not check.ok or check.head != chain_hash(encode_payload(events[-1])).hex():
+            raise DuplicateSessionError(f"a different session named {name!r} already exists in the store")
+    for session_id, events in to_write:
+        for ev in events:
+            msgspec.structs.force_setattr(ev, "originator_id", session_id)
+        try:
+            ledger._app.events.put(events)
+        except LedgerError:
+            raise
+        except Exception as e:
+            from engine.ledger import _storage_error
+            from eventsourcing.persistence import IntegrityError
+
+            if isinstance(e, IntegrityError):
+                raise DuplicateSessionError(f"session {session_id} was created by another writer meanwhile") from None
+            raise _storage_error(e, "cannot write the imported events") from None
+    return ledger.session(parsed[-1][1].session_id)
+
+
+def write_export(session: _Reader, out: IO[str] | str | Path) -> int:
+    """Write ``session``'s export to a path or a text stream; returns the number of events."""
+    if isinstance(out, (str, Path)):
+        with open(out, "w", encoding="utf-8") as f:
+            return write_export(session, f)
+    n = 0
+    for line in export_lines(session):
+        out.write(line)
+        out.write("\n")
+        n += 1
+    return n
