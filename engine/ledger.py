@@ -94,7 +94,7 @@ class _App(Application):
         for aggregate in processing_event.aggregates.values():
             if not isinstance(aggregate, Session):
                 continue
-            threshold = max(SNAPSHOT_MIN_BYTES, 2 * aggregate.state.text_bytes)
+            threshold = max(aggregate._ledger.snapshot_min_bytes, 2 * aggregate.state.text_bytes)
             if aggregate.bytes_since_snapshot >= threshold:
                 with contextlib.suppress(PersistenceError):
                     self.snapshots.put([SessionSnapshot.take(aggregate)])
@@ -194,6 +194,7 @@ class Ledger:
         self.url = url
         self.counter = counter
         self._forks: dict[UUID, tuple[UUID, int] | None] = {}
+        self.snapshot_min_bytes = SNAPSHOT_MIN_BYTES
 
     # opening ---------------------------------------------------------------------------------
 

@@ -11,6 +11,8 @@ import functools
 import threading
 from typing import Protocol, runtime_checkable
 
+from engine.errors import InvalidInputError
+
 __all__ = ["TokenCounter", "BPECounter", "EstimateCounter", "default_counter", "counter_for"]
 
 
@@ -64,7 +66,7 @@ class BPECounter:
 
     def __init__(self, encoding: str = "o200k_base"):
         if encoding not in ("o200k_base", "cl100k_base"):
-            raise ValueError(f"unknown encoding {encoding!r}; use o200k_base or cl100k_base")
+            raise InvalidInputError(f"unknown encoding {encoding!r}; use o200k_base or cl100k_base")
         self.name = encoding
         self._enc = None
 
@@ -97,14 +99,34 @@ def default_counter() -> TokenCounter:
     return BPECounter("o200k_base") if _bpe_available() else EstimateCounter()
 
 
+_OPENAI_O200K = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")
+_OPENAI_CL100K = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada-002")
+
+
 def counter_for(name: str) -> TokenCounter:
-    """``o200k_base``, ``cl100k_base``, ``estimate`` or ``anthropic`` (an estimate, labelled so)."""
-    if name in ("o200k_base", "cl100k_base"):
+    """A counter by encoding or model name.
+
+    ``o200k_base``, ``cl100k_base``, ``estimate``, ``anthropic`` (an estimate, labelled so), or a
+    model name: ``gpt-4o``/``gpt-4.1``/``gpt-5``/``o3`` count with o200k_base, ``gpt-4``/``gpt-3.5``
+    with cl100k_base, ``claude-*`` with the Anthropic estimate.
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidInputError(f"token counter name must be a non-empty str, not {name!r}")
+    key = name.lower()
+    if key.startswith(_OPENAI_O200K):
+        key = "o200k_base"
+    elif key.startswith(_OPENAI_CL100K):
+        key = "cl100k_base"
+    elif key.startswith("claude"):
+        key = "anthropic"
+    if key in ("o200k_base", "cl100k_base"):
         if not _bpe_available():
-            return EstimateCounter(f"{name}-estimate")
-        return BPECounter(name)
-    if name == "estimate":
+            return EstimateCounter(f"{key}-estimate")
+        return BPECounter(key)
+    if key == "estimate":
         return EstimateCounter()
-    if name == "anthropic":
+    if key == "anthropic":
         return EstimateCounter("anthropic-estimate", chars_per_token=3.5)
-    raise ValueError(f"unknown token counter {name!r}")
+    raise InvalidInputError(
+        f"unknown token counter {name!r}: use o200k_base, cl100k_base, estimate, anthropic or a model name"
+    )
