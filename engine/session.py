@@ -326,7 +326,8 @@ class _Reader:
         """The buffer as the model sees it: plain text, OpenAI chat messages or Anthropic messages."""
         from engine.render import render
 
-        return render(self.view(at).spans(), format=format, mark_derived=mark_derived)
+        view = self.view(at)
+        return render(view.spans(), format=format, mark_derived=mark_derived, reader=view)
 
 
 def _touches(ev: Event, span_id: str) -> bool:
