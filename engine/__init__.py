@@ -43,7 +43,22 @@ from engine.events import (
 from engine.ledger import Ledger, SessionInfo
 from engine.session import Session, SessionView, VerifyResult
 from engine.spans import Provenance, Span
-from engine.tokens import BPECounter, EstimateCounter, TokenCounter
+from engine.tokens import BPECounter, EstimateCounter, TokenCounter, counter_for
+from engine.render import render
+from engine.rewriters import AnthropicRewriter, ExtractiveRewriter, OpenAIRewriter, Rewriter
+from engine.compaction import (
+    Action,
+    Compactor,
+    ElideToolOutputs,
+    Plan,
+    PruneDerived,
+    PruneOldest,
+    RewriteOldest,
+    ShrinkDerived,
+    StepResult,
+    policy,
+)
+from engine.replay import replay
 
 __all__ = [
     "Ledger",
@@ -56,6 +71,24 @@ __all__ = [
     "TokenCounter",
     "BPECounter",
     "EstimateCounter",
+    "counter_for",
+    # rendering, compaction, rewriters, replay
+    "render",
+    "Compactor",
+    "Plan",
+    "Action",
+    "StepResult",
+    "ElideToolOutputs",
+    "RewriteOldest",
+    "ShrinkDerived",
+    "PruneDerived",
+    "PruneOldest",
+    "policy",
+    "Rewriter",
+    "ExtractiveRewriter",
+    "OpenAIRewriter",
+    "AnthropicRewriter",
+    "replay",
     # events
     "Event",
     "SessionStarted",

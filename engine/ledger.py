@@ -372,14 +372,18 @@ class Ledger:
         return self._app.mapper.to_domain_event(stored)
 
     def _projector(self, session_id: UUID):
+        def load(position: int) -> Event:
+            return self._read_event(session_id, position)
+
         def project(state, events):
             for ev in events:
-                if type(ev) is SessionSnapshot:
+                t = type(ev)
+                if t is SessionSnapshot:
                     state = ev.state
-                elif type(ev) is SessionStarted and ev.forked_from is not None:
+                elif t is SessionStarted and ev.forked_from is not None:
                     state = self._fork_state(ev)
                 else:
-                    state = apply(state, ev, lambda p: self._read_event(session_id, p))
+                    state = apply(state, ev, load)
             return state
 
         return project
@@ -429,7 +433,11 @@ class Ledger:
     def _rebuild(self, session_id: UUID, n: int) -> BufferState:
         """The buffer at position n folded from the first event, ignoring every snapshot."""
         state = None
-        for ev in self._iter_events(session_id, 1, n):
+
+        def load(position: int) -> Event:
+            return self._read_event(session_id, position)
+
+        for ev in self._iter_events(session_id, 1, n, page=5000):
             if type(ev) is SessionStarted and ev.forked_from is not None:
                 state = msgspec.structs.replace(
                     state, session_id=ev.originator_id, name=ev.name, strict=ev.strict,
@@ -437,7 +445,7 @@ class Ledger:
                     version=ev.originator_version,
                 )
             else:
-                state = apply(state, ev, lambda p: self._read_event(session_id, p))
+                state = apply(state, ev, load)
         return state
 
     @staticmethod

@@ -393,6 +393,7 @@ class Session(_Reader):
         self._state = apply(self._state, ev, self._load)
         self._head = chain_hash(payload)
         self._pending.append(ev)
+        self._ledger._app.mapper.prepared[id(ev)] = payload
         self.bytes_since_snapshot += len(payload)
         if not self._batch_depth:
             self._flush()
@@ -403,10 +404,10 @@ class Session(_Reader):
             return
         try:
             self._ledger._save(self)
-        except ConcurrencyError:
-            self._reload()
-            raise
         except BaseException:
+            prepared = self._ledger._app.mapper.prepared
+            for ev in self._pending:
+                prepared.pop(id(ev), None)
             self._reload()
             raise
 

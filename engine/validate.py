@@ -21,6 +21,10 @@ def text(value: Any, what: str = "text", *, max_bytes: int = MAX_TEXT_BYTES) -> 
         raise InvalidInputError(f"{what} must be a str, not {type(value).__name__}")
     if not value.strip():
         raise InvalidInputError(f"{what} is empty")
+    if value.isascii():
+        if len(value) > max_bytes:
+            raise InvalidInputError(f"{what} is {len(value):,} bytes; the limit is {max_bytes:,} bytes")
+        return value
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError as e:
@@ -74,11 +78,36 @@ def kind(value: Any, allowed: tuple[str, ...] = KINDS) -> str:
     return value
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _flat(value: dict) -> bool:
+    """Flat ASCII keys and finite JSON scalars (the common case: tool call ids) round-trip
+    through JSON unchanged, so they skip the round trip."""
+    for k, v in value.items():
+        if type(k) is not str or not k.isascii():
+            return False
+        t = type(v)
+        if t is str:
+            if len(v) > 4096 or not v.isascii():
+                return False
+        elif t is float:
+            if v - v != 0:
+                return False
+        elif t not in _SCALARS:
+            return False
+    return True
+
+
 def meta(value: Any) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise InvalidInputError(f"meta must be a dict, not {type(value).__name__}")
+    if not value:
+        return {}
+    if len(value) <= 8 and _flat(value):
+        return dict(value)
     for key in value:
         if not isinstance(key, str):
             raise InvalidInputError(f"meta keys must be str; got {key!r}")

@@ -1,0 +1,309 @@
+"""Grounding: is a derived text supported by the ORIGINAL observations it was made from?
+
+Three checks, all deterministic and offline (regular expressions and normalization, no model):
+
+- unsupported specifics: every specific of the derived text (see ``projections.specifics``) must be
+  stated by at least one source, after normalization. One that is not is an invented or altered
+  fact -- the seed's "the migration completed at 14:02".
+- merged events: the sources describe two or more distinct events of the same kind (failures of two
+  different services) and the derived text speaks of one ("the API failure") naming at most one of
+  them -- the seed's "two separate API failures were collapsed into the API failure".
+- coverage: which specifics of the sources the derived text dropped (information, not an error:
+  summaries are meant to drop things; a reviewer wants to see what).
+
+``check(text, sources)`` runs all three; ``gate_findings(text, sources)`` is what the write-side
+grounding gate (``rewrite(..., gate=True)``) refuses on: error-level unsupported specifics only.
+Findings are plain JSON-serializable dicts so they can be stored inside a ``RewriteRefused`` event.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from projections.specifics import Specific, SourceIndex, extract, grams, tokens
+
+__all__ = [
+    "GroundingResult",
+    "check",
+    "gate_findings",
+    "unsupported",
+    "merged_events",
+    "coverage",
+    "UNSUPPORTED",
+    "MERGED",
+]
+
+UNSUPPORTED = "unsupported-specific"
+MERGED = "merged-events"
+
+_CATEGORY_WORDS = {
+    "time": "time",
+    "date": "date",
+    "quantity": "quantity",
+    "number": "number",
+    "version": "version",
+    "uuid": "UUID",
+    "hash": "hash",
+    "code": "code",
+    "identifier": "identifier",
+    "path": "path",
+    "url": "URL",
+    "email": "email address",
+    "host": "host",
+    "quote": "quotation",
+    "name": "name",
+}
+
+
+@dataclass(slots=True)
+class GroundingResult:
+    """Everything ``check`` found for one derived text."""
+
+    findings: list[dict] = field(default_factory=list)
+    specifics: int = 0  # specifics in the derived text
+    source_specifics: int = 0  # distinct strong specifics in the sources
+    dropped: list[str] = field(default_factory=list)  # of those, the ones the derived text lost
+
+    @property
+    def coverage(self) -> float:
+        if not self.source_specifics:
+            return 1.0
+        return 1 - len(self.dropped) / self.source_specifics
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def unsupported(text: str, index: SourceIndex, *, lowercase_vocabulary: frozenset[str] | None = None) -> tuple[list[dict], int]:
+    """Findings for the specifics of ``text`` that ``index`` does not support, and how many
+    specifics ``text`` has."""
+    found = extract(text, lowercase_vocabulary=lowercase_vocabulary)
+    out: list[dict] = []
+    seen: set[str] = set()
+    n_sources = len(index.texts)
+    for sp in found:
+        ok, near = index.supports(sp)
+        if ok:
+            continue
+        key = sp.key
+        if key in seen:
+            continue
+        seen.add(key)
+        severity = _severity(sp, index, near)
+        what = _CATEGORY_WORDS.get(sp.category, sp.category)
+        message = f"{what} {sp.text!r} is in none of the {_plural(n_sources, 'source observation')}"
+        if near:
+            message += f" (they say {', '.join(repr(x) for x in near)})"
+        elif sp.weak and sp.category == "number":
+            message += " (a count may have been inferred)"
+        out.append(
+            {
+                "kind": UNSUPPORTED,
+                "category": sp.category,
+                "value": sp.text,
+                "severity": severity,
+                "message": message,
+                "offset": sp.start,
+                "near": list(near),
+            }
+        )
+    return out, len(found)
+
+
+def _severity(sp: Specific, index: SourceIndex, near: list[str]) -> str:
+    if not sp.weak:
+        return "error"
+    # A small count ("3 retries") is weak -- a summary may count -- unless the sources state a
+    # different count of the same thing: then it was altered.
+    if sp.category == "number" and sp.noun and near:
+        return "error"
+    return "warning"
+
+
+# -- merged events ---------------------------------------------------------------------------------
+
+_EVENT_KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], str]] = {}
+
+
+def _kind(name: str, source: str, singular: str, plural: str, noun: str) -> None:
+    det = r"\b(?:the|a|an|this|that|one|single|same|its|their)\s+(?:[\w./'-]+\s+){0,3}?"
+    _EVENT_KINDS[name] = (
+        re.compile(source, re.IGNORECASE),
+        re.compile(det + r"(?:" + singular + r")\b", re.IGNORECASE),
+        re.compile(r"\b(?:" + plural + r"|both|two|three|four|several|multiple|separate|distinct|"
+                   r"respectively|each|twice|again|another|other)\b", re.IGNORECASE),
+        noun,
+    )
+
+
+_kind(
+    "failure",
+    r"\b(?:fail(?:ed|s|ing|ure|ures)?|errors?|errored|exceptions?|crash(?:ed|es|ing)?|outages?|"
+    r"timed\s+out|time-?outs?|unavailable|refused|panic(?:ked|s)?|oom(?:-?killed)?|[45]\d\d|degraded|down)\b",
+    r"failure|error|outage|incident|crash|timeout|time-out|exception|problem|issue|fault|breakage|failing",
+    r"failures|errors|outages|incidents|crashes|timeouts|time-outs|exceptions|problems|issues|faults",
+    "failures",
+)
+_kind(
+    "deploy",
+    r"\b(?:deploy(?:ed|s|ing|ment|ments)?|roll(?:ed)?\s*out|rollouts?|released?)\b",
+    r"deploy|deployment|rollout|release",
+    r"deploys|deployments|rollouts|releases",
+    "deployments",
+)
+_kind(
+    "restart",
+    r"\b(?:restart(?:ed|s|ing)?|reboot(?:ed|s|ing)?)\b",
+    r"restart|reboot",
+    r"restarts|reboots",
+    "restarts",
+)
+_kind(
+    "migration",
+    r"\b(?:migrat(?:e|ed|es|ing|ion|ions))\b",
+    r"migration",
+    r"migrations",
+    "migrations",
+)
+
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n+")
+_ENTITY_CATEGORIES = ("name", "host", "identifier")
+_TECH_HINT = re.compile(
+    r"\b([a-z][a-z0-9]*)[\s-](api|service|svc|server|db|database|worker|queue|cache|gateway|proxy|cluster)\b",
+    re.IGNORECASE,
+)
+
+
+def _entities(sentence: str) -> dict[str, str]:
+    """Service-like names in a sentence: key (separator-free, lower case) -> surface text."""
+    out: dict[str, str] = {}
+    for sp in extract(sentence):
+        if sp.category not in _ENTITY_CATEGORIES or sp.weak:
+            continue
+        if sp.category == "name" and sp.text.isupper():
+            continue  # an acronym (API, CPU) names no particular service
+        if sp.category == "identifier" and not _looks_like_service(sp.text):
+            continue  # request ids, pod hashes
+        out["".join(tokens(sp.text))] = sp.text
+    for m in _TECH_HINT.finditer(sentence):
+        if m.group(1).lower() in ("the", "a", "an", "this", "that", "our", "their", "its"):
+            continue
+        key = "".join(tokens(m.group(0)))
+        if not any(key in k or k in key for k in out):
+            out[key] = m.group(0)
+    return out
+
+
+def _looks_like_service(text: str) -> bool:
+    from projections.specifics import TECH_PARTS
+
+    return any(p in TECH_PARTS for p in re.split(r"[-_.]", text.lower()))
+
+
+def merged_events(text: str, sources: Sequence[str]) -> list[dict]:
+    """Findings for events of one kind that the sources keep apart and ``text`` collapses into one."""
+    out: list[dict] = []
+    derived_grams = grams(tokens(text))
+    for kind, (source_rx, singular_rx, plural_rx, noun) in _EVENT_KINDS.items():
+        phrase = singular_rx.search(text)
+        if phrase is None or plural_rx.search(text):
+            continue
+        # events: (entities, source index) per sentence that reports one; sentences sharing an
+        # entity are the same event
+        groups: list[tuple[dict[str, str], set[int]]] = []
+        for i, src in enumerate(sources):
+            for sentence in _SENTENCE_SPLIT.split(src):
+                if not source_rx.search(sentence):
+                    continue
+                ents = _entities(sentence)
+                if not ents:
+                    continue
+                merged = [g for g in groups if _overlap(g[0], ents)]
+                new_ents, new_idx = dict(ents), {i}
+                for g in merged:
+                    new_ents.update(g[0])
+                    new_idx |= g[1]
+                    groups.remove(g)
+                groups.append((new_ents, new_idx))
+        if len(groups) < 2:
+            continue
+        labels = [next(iter(g[0].values())) for g in groups]
+        named = [lab for g, lab in zip(groups, labels) if any(k in derived_grams for k in g[0])]
+        if len(named) >= 2:
+            continue
+        severity = "error" if not named else "warning"
+        listing = ", ".join(labels[:4]) + (f" and {len(labels) - 4} more" if len(labels) > 4 else "")
+        which = "names none of them" if not named else f"names only {named[0]}"
+        out.append(
+            {
+                "kind": MERGED,
+                "category": kind,
+                "value": phrase.group(0),
+                "severity": severity,
+                "message": (
+                    f"the sources describe {len(groups)} distinct {noun} ({listing}) but the derived "
+                    f"text speaks of one ({phrase.group(0)!r}) and {which}: distinct events may have "
+                    "been merged"
+                ),
+                "offset": phrase.start(),
+                "entities": labels,
+                "source_indexes": sorted(set().union(*(g[1] for g in groups))),
+            }
+        )
+    return out
+
+
+def _overlap(a: dict[str, str], b: dict[str, str]) -> bool:
+    return any(k in b for k in a)
+
+
+# -- coverage ------------------------------------------------------------------------------------
+
+
+def coverage(text: str, index: SourceIndex) -> tuple[int, list[str]]:
+    """(distinct strong specifics in the sources, the ones ``text`` does not state)."""
+    mine = SourceIndex.build([text])
+    total = 0
+    dropped: list[str] = []
+    seen: set[str] = set()
+    for sp in index.specifics:
+        if sp.weak or sp.category == "quote":
+            continue
+        if sp.key in seen:
+            continue
+        seen.add(sp.key)
+        total += 1
+        if not mine.supports(sp)[0]:
+            dropped.append(sp.text)
+    return total, dropped
+
+
+# -- entry points ------------------------------------------------------------------------------
+
+
+def check(
+    text: str,
+    sources: Sequence[str],
+    *,
+    index: SourceIndex | None = None,
+    with_coverage: bool = True,
+    lowercase_vocabulary: frozenset[str] | None = None,
+) -> GroundingResult:
+    """Check a derived text against the texts of its original observed sources."""
+    index = index if index is not None else SourceIndex.build(sources)
+    findings, n = unsupported(text, index, lowercase_vocabulary=lowercase_vocabulary)
+    findings.extend(merged_events(text, index.texts))
+    result = GroundingResult(findings=findings, specifics=n)
+    if with_coverage:
+        result.source_specifics, result.dropped = coverage(text, index)
+    return result
+
+
+def gate_findings(text: str, sources: Sequence[str]) -> list[dict]:
+    """What the write-time grounding gate refuses on: error-level unsupported specifics. An empty
+    list means the rewrite may be written."""
+    findings, _ = unsupported(text, SourceIndex.build(sources))
+    return [f for f in findings if f["severity"] == "error"]

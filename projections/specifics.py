@@ -1,0 +1,982 @@
+"""Specifics: the checkable facts in a text, and what counts as the same fact written differently.
+
+A *specific* is a piece of text a summary can get wrong in a way a reader cannot repair from context:
+a number, a quantity with its unit, a time, a date, a version, an identifier (UUID, hash, ticket or
+error code), a file path, a URL, an email address, a quoted string, or a name (a service, a host, a
+person, a CamelCase or snake_case identifier). ``extract(text)`` finds them with regular expressions
+(deterministic, offline, no model); ``SourceIndex(texts)`` indexes what a set of source texts states so
+that ``SourceIndex.supports(specific)`` can answer whether a derived text's specific is grounded.
+
+Normalization is deliberately forgiving where a careful reviewer would be, and strict elsewhere:
+case and separators never matter (``billing-api`` = ``Billing API`` = ``BillingAPI``); ``14:02`` is
+supported by ``14:02:00`` or ``14:02:37`` but ``14:02:37`` is not supported by ``14:02``; ``30s`` =
+``30 seconds`` = ``half a minute`` is not attempted but ``90 seconds`` = ``1.5 minutes`` is; ``three``
+= ``3``; ``v2`` = ``2.0``; a hedged number ("about 1,200") may round; a short path or hash may stand
+for a longer one it is a suffix or prefix of.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Specific", "SourceIndex", "extract", "tokens", "grams", "STRONG", "CATEGORIES"]
+
+CATEGORIES = (
+    "time",
+    "date",
+    "quantity",
+    "number",
+    "version",
+    "uuid",
+    "hash",
+    "code",
+    "identifier",
+    "path",
+    "url",
+    "email",
+    "host",
+    "quote",
+    "name",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Specific:
+    """One specific found in a text.
+
+    ``value`` is the parsed, normalized form used for matching (its shape depends on the category);
+    ``weak`` marks specifics a faithful summary may legitimately produce without copying them (a small
+    count it arrived at by counting, a capitalized word at the start of a sentence)."""
+
+    category: str
+    text: str
+    start: int
+    end: int
+    value: Any
+    weak: bool = False
+    hedge: str = ""  # "approx", "over" or "under" for hedged numbers
+    noun: str = ""  # the word after a bare number ("3 retries" -> "retries")
+
+    @property
+    def key(self) -> str:
+        """A stable string for de-duplicating and reporting."""
+        return f"{self.category}:{self.value!r}"
+
+
+# -- vocabulary --------------------------------------------------------------------------------
+
+_SMALL = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13,
+    "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
+}
+_TENS = {
+    "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
+    "eighty": 80, "ninety": 90,
+}
+_SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
+_NUMWORD = "|".join(sorted([*_SMALL, *_TENS, *_SCALES], key=len, reverse=True))
+
+_MONTHS = {
+    "jan": 1, "january": 1, "feb": 2, "february": 2, "mar": 3, "march": 3, "apr": 4, "april": 4,
+    "may": 5, "jun": 6, "june": 6, "jul": 7, "july": 7, "aug": 8, "august": 8, "sep": 9, "sept": 9,
+    "september": 9, "oct": 10, "october": 10, "nov": 11, "november": 11, "dec": 12, "december": 12,
+}
+_WEEKDAYS = {
+    "monday": 1, "mon": 1, "tuesday": 2, "tue": 2, "tues": 2, "wednesday": 3, "wed": 3,
+    "thursday": 4, "thu": 4, "thur": 4, "thurs": 4, "friday": 5, "fri": 5, "saturday": 6, "sat": 6,
+    "sunday": 7, "sun": 7,
+}
+_MONTH_RE = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+)
+_WEEKDAY_RE = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+
+# unit -> (dimension, factors to the base unit). Sizes accept both decimal and binary readings, so a
+# summary that converts 1536 MB to 1.5 GB is not flagged.
+_UNITS: dict[str, tuple[str, tuple[float, ...]]] = {}
+
+
+def _unit(names: str, dim: str, *factors: float) -> None:
+    for n in names.split():
+        _UNITS[n] = (dim, factors)
+
+
+_unit("ns nanosecond nanoseconds", "s", 1e-9)
+_unit("us µs microsecond microseconds", "s", 1e-6)
+_unit("ms msec msecs millisecond milliseconds", "s", 1e-3)
+_unit("s sec secs second seconds", "s", 1)
+_unit("m min mins minute minutes", "s", 60)
+_unit("h hr hrs hour hours", "s", 3600)
+_unit("d day days", "s", 86400)
+_unit("wk wks week weeks", "s", 604800)
+_unit("mo month months", "month", 1)
+_unit("yr yrs year years", "year", 1)
+_unit("b byte bytes", "B", 1)
+_unit("kb kilobyte kilobytes", "B", 1e3, 1024)
+_unit("kib", "B", 1024)
+_unit("mb megabyte megabytes", "B", 1e6, 1024**2)
+_unit("mib", "B", 1024**2)
+_unit("gb gigabyte gigabytes", "B", 1e9, 1024**3)
+_unit("gib", "B", 1024**3)
+_unit("tb terabyte terabytes", "B", 1e12, 1024**4)
+_unit("tib", "B", 1024**4)
+_unit("% percent pct", "%", 1)
+_unit("rps qps req/s reqs/s requests/s", "rps", 1)
+_unit("x", "x", 1)
+_unit("ghz", "Hz", 1e9)
+_unit("mhz", "Hz", 1e6)
+_unit("cores vcpu vcpus cpus", "cpu", 1)
+_unit("usd dollars", "$", 1)
+_unit("eur euros", "€", 1)
+_unit("gbp pounds", "£", 1)
+# single letters are units only when glued to the number ("30s", "5m", "2h", "3d", "512b")
+_GLUED_ONLY = {"s", "m", "h", "d", "b", "x"}
+
+_UNIT_RE = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True) if u != "%")
+
+# Words that hedge a number: the summary does not claim the exact figure.
+_APPROX = r"(?:about|around|approximately|approx\.?|roughly|nearly|almost|~|some|circa|ca\.)"
+_OVER = r"(?:over|more\s+than|above|at\s+least|upwards\s+of|>=?|exceeding)"
+_UNDER = r"(?:under|less\s+than|fewer\s+than|below|at\s+most|up\s+to|<=?|within)"
+
+# Parts that make a hyphenated word a service/host name rather than an English compound.
+TECH_PARTS = frozenset(
+    """api apis service services svc srv server servers db database worker workers proxy gateway gw
+    queue mq cache cluster node nodes pod pods job jobs app web frontend backend fe be prod production
+    staging stage dev qa canary primary replica master leader follower shard auth billing payment
+    payments search cart checkout inventory notification notifications mail email edge lb ingress
+    egress k8s redis postgres postgresql pg mysql mongo kafka rabbitmq nginx envoy cdn dns vpc
+    s3 ec2 lambda etl cron scheduler broker daemon agent controller operator ledger store storage
+    bucket index indexer router registry vault iam sso ldap oauth grpc http https rest graphql
+    ws websocket webhook consumer producer pipeline runner builder deploy deployer monitor metrics
+    logging logs log tracing collector exporter sidecar mesh east west north south central eu us
+    ap sa ca uk de fr jp region zone az host vm container svc1 users user orders order accounts
+    account profile profiles session sessions cache-1 ui admin portal console mobile ios android
+    analytics reporting report reports export import sync async stream streams events event""".split()
+)
+
+_FILE_EXTS = (
+    "py|pyc|js|mjs|cjs|ts|tsx|jsx|go|rs|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|scala|sql|yaml|yml|"
+    "json|jsonl|toml|ini|cfg|conf|config|env|log|txt|md|rst|sh|bash|zsh|ps1|csv|tsv|lock|xml|html|"
+    "htm|css|scss|tf|tfvars|proto|db|sqlite|gz|tgz|zip|tar|bz2|xz|whl|jar|war|pem|crt|key|pid|sock|"
+    "service|timer|socket|dockerfile|mk|gradle|pom|pb|parquet|avro|ipynb|bak|tmp|out|err|pdf|png|jpg|svg"
+)
+
+# Capitalized words that are not names when they start a sentence or head a line.
+# (Mid-sentence capitals are names unless they are in _NOT_NAMES.)
+_NOT_NAMES = frozenset(
+    """i i'm i've i'll i'd ok okay fyi tldr tl dr eta todo note notes nb ps re fw fwd am pm utc gmt
+    est edt pst pdt cet cest bst ist z id ids n/a na tbd wip pr prs mr asap aka eg ie etc vs and or not the a an of in on at to for
+    by with from is are was were be been it its this that these those yes no error errors warning
+    warnings info debug trace fatal critical summary status update updates result results action
+    actions next step steps cause root impact resolution resolved fixed open closed done pending
+    failed failure success succeeded timeline context background todo incident outage issue issues
+    problem problems question answer user assistant system tool observed derived""".split()
+)
+
+_COMMON = frozenset(
+    """a about above after again against all almost also although always among an and another any
+    anything anyway are around as at attempt attempts back be because been before being below
+    between both but by can cannot could did do does doing done down during each either else even
+    ever every everything few first for from further had has have having he her here hers him his
+    how however if in into is it its itself just last later least less like likely many may maybe
+    me meanwhile might more most much must my never new next no nobody none nor not nothing now of
+    off often on once one only onto or other others otherwise our ours out over own per perhaps
+    please quite rather really same several she should since so some something soon still such
+    than that the their theirs them then there therefore these they this those though through thus
+    to together too toward towards under until up upon us very via was we well were what whatever
+    when whenever where whether which while who whoever whole whom whose why will with within
+    without would yet you your yours yesterday today tomorrow tonight earlier later currently
+    initially eventually finally first second third then afterwards overall additionally also
+    again instead summary summarized summarizing status update updated updates result results
+    error errors warning warnings failure failures failed fails failing fail success successful
+    succeeded completed complete completes completing started starts start starting stopped stop
+    stops finished finish running ran run runs retried retry retries retrying restarted restart
+    restarts deploy deployed deploying deployment deployments rollout rolled rollback rolled back
+    migration migrations migrated migrating migrate upgrade upgraded upgrading downgrade
+    downgraded install installed installing build builds built building test tests tested testing
+    check checks checked checking fix fixes fixed fixing patch patched investigate investigated
+    investigating investigation found find finds finding noticed observed reported reports
+    reporting report logged logs log alert alerts alerted paged page pages timeout timeouts timed
+    crash crashed crashes crashing outage outages incident incidents issue issues problem problems
+    cause caused causes causing root impact impacted affected affecting resolved resolve resolving
+    resolution mitigated mitigation mitigate workaround applied apply applying action actions next
+    steps step plan plans planned pending open opened closed close closing done todo note notes
+    user users customer customers request requests response responses requested responded
+    returned returns returning return sent send sending received receive receiving read write
+    wrote written writes reads config configuration configured setting settings enabled disabled
+    enable disable added add adding removed remove removing deleted delete deleting created create
+    creating updated update updating changed change changes changing moved move renamed rename
+    connection connections connected connect connecting refused rejected denied allowed blocked
+    latency throughput memory cpu disk network traffic load usage queue database server service
+    services cluster node nodes pod pods host hosts job jobs worker workers process processes
+    thread threads file files directory directories path paths table tables row rows column
+    columns index indexes query queries schema data record records event events message messages
+    session sessions token tokens context buffer agent agents model models tool tools call calls
+    output outputs input inputs value values count counts total number numbers version versions
+    release released releases environment production staging development local remote primary
+    replica backup backups snapshot snapshots cache cached caching api apis endpoint endpoints
+    health healthy unhealthy degraded available unavailable down up online offline high low slow
+    fast spike spikes spiked increased increase decreased decrease dropped drop drops rising rose
+    fell stable unstable intermittent repeated repeatedly multiple several various both two three
+    all none most some many few single separate different same similar related unrelated
+    previous previously earlier initial final current latest recent recently old new older newer
+    critical severe minor major main key important likely possible possibly probably apparently
+    seems seemed appears appeared confirmed unconfirmed unknown known suspected expected
+    unexpected because due so therefore thus hence meanwhile afterwards subsequently then during
+    while overall everything nothing something anything the this that these those there here
+    we i you they he she it our their his her its my your agent assistant user system tool
+    observed derived background timeline context question answer meeting team teams engineer
+    see saw seen take took taken use used uses using get got make made go went gone come came keep
+    kept let tried try tries trying rerun reran retrying traced traces tracked shows showed shown
+    look looked looking verify verified verifying confirm confirms wait waited waiting need needs
+    needed want wanted ask asked asking tell told say said says state states stated note noted
+    notes mention mentioned mentions suggest suggested suggests recommend recommended recommends
+    rolled roll reverted revert reverting scaled scale scaling paused pause resumed resume queued
+    spent spend took took hit hits hitting caught catch throw threw thrown raised raise raises
+    high higher highest low lower lowest more less most least best worst good bad better worse
+    root cause causes yes no ok okay overall why how what who where when which whose whom
+    engineers oncall on-call manager owner owners review reviewed approved approval merged merge
+    branch commit commits pr pull code bug bugs feature features ticket tickets task tasks""".split()
+)
+
+
+# -- patterns ------------------------------------------------------------------------------------
+
+_I = re.IGNORECASE
+_NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+"
+_NUMWORDS_RE = rf"(?:{_NUMWORD})(?:(?:\s+|-)(?:and\s+)?(?:{_NUMWORD}))*"
+
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("url", re.compile(r"\b(?:https?|ftp|wss?|s3|gs)://[^\s<>\"'`\])}]+", _I)),
+    ("email", re.compile(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")),
+    ("uuid", re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", _I)),
+    (
+        "datetime",
+        re.compile(
+            r"\b(\d{4})-(\d{2})-(\d{2})[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?"
+            r"(?:\s*(?:Z|UTC|GMT|[+-]\d{2}:?\d{2})\b)?",
+            _I,
+        ),
+    ),
+    (
+        "path",
+        re.compile(
+            r"(?<![\w/:.@-])(?:~|\.{1,2})?/(?:[\w.@%+=-]+/)*[\w.@%+=-]*[\w@%+=-]"
+            r"|\b[A-Za-z]:\\(?:[\w. -]+\\)*[\w. -]*\w"
+            r"|(?<![\w/.@-])(?:[\w@%+=-]+/)+[\w.@%+=-]*\.(?:" + _FILE_EXTS + r")\b"
+            r"|(?<![\w/.@-])(?:[\w@%+=-]+/){2,}[\w.@%+=-]*\w"
+            r"|(?<![\w/.@-])[\w-]*[A-Za-z_][\w-]*\.(?:" + _FILE_EXTS + r")\b(?!\.\w)",
+        ),
+    ),
+    (
+        "isodate",
+        re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b|\b(\d{4})/(\d{1,2})/(\d{1,2})\b"),
+    ),
+    ("slashdate", re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{2}|\d{4})\b")),
+    (
+        "textdate",
+        re.compile(
+            rf"\b(?:(\d{{4}})\s+)?{_MONTH_RE}\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}})\b)?"
+            rf"|\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH_RE}(?:,?\s+(\d{{4}})\b)?"
+            rf"|\b{_MONTH_RE}\s+(\d{{4}})\b",
+            _I,
+        ),
+    ),
+    ("weekday", re.compile(rf"\b{_WEEKDAY_RE}\b", _I)),
+    (
+        "time",
+        re.compile(
+            r"(?<![\d:.])([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d)(?:[.,]\d+)?)?(?![\d:])"
+            r"(?:\s*([ap])\.?m\.?\b)?(?:\s*(?:Z|UTC|GMT)\b)?"
+            r"|\b(1[0-2]|0?[1-9])\s*([ap])\.?m\b\.?",
+            _I,
+        ),
+    ),
+    ("ip", re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\w.]*\d)")),
+    (
+        "version",
+        re.compile(
+            r"\bv\d+(?:\.\d+)*(?:[-+][0-9A-Za-z.]+)?\b"
+            r"|(?<![\w.])\d+\.\d+\.\d+(?:\.\d+)*(?:-[0-9A-Za-z.]+)?(?:\+[0-9A-Za-z.]+)?(?![\w.]*\d)"
+            r"|(?<=\bversion )\d+(?:\.\d+)+\b|(?<=\brelease )\d+(?:\.\d+)+\b",
+            _I,
+        ),
+    ),
+    ("hash", re.compile(r"\b0x[0-9a-f]+\b|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b", _I)),
+    (
+        "code",
+        re.compile(
+            r"\b[A-Z][A-Z0-9]{1,9}-\d+(?:-\d+)?\b"  # INC-4521, JIRA-12, CVE-2024-1234
+            r"|\b[A-Z]{1,5}\d{2,}\b"  # E1234, SEV2 (digits >= 2)
+            r"|\bSEV-?\d\b|\bP[0-4]\b"  # severities and priorities
+            r"|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b"  # ERR_TIMEOUT
+            r"|\bE[A-Z]{4,}\b"  # errno names: ECONNREFUSED
+            r"|(?<![\w&])#\d+\b"  # PR #123
+        ),
+    ),
+    (
+        "currency",
+        re.compile(rf"[$€£]\s?(?:{_NUM})(?:\s?(?:k|m|bn|million|billion|thousand)\b)?", _I),
+    ),
+    (
+        "quantity",
+        re.compile(
+            rf"(?:(?P<hedge>{_APPROX}|{_OVER}|{_UNDER})\s*)?"
+            rf"(?<![\w.])(?P<num>{_NUM}|{_NUMWORDS_RE}|an?|half\s+an?)"
+            rf"(?P<space>\s*|-)(?P<unit>%|(?:{_UNIT_RE})(?![\w%/]))(?P<half>\s+and\s+a\s+half\b)?",
+            _I,
+        ),
+    ),
+    (
+        "identifier",
+        # letters and digits mixed in one token (req-8f3a2b, db-01, node7, us-east-1, i-0abc12)
+        re.compile(
+            r"(?<![\w.-])(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)[A-Za-z0-9]+(?:[-_.][A-Za-z0-9]+)*(?![\w-])"
+        ),
+    ),
+    (
+        "number",
+        re.compile(
+            rf"(?:(?P<hedge>{_APPROX}|{_OVER}|{_UNDER})\s*)?"
+            rf"(?<![\w.#/:-])(?P<num>[-+]?(?:{_NUM}))(?:st|nd|rd|th)?(?:\s+(?P<scale>thousand|million|billion|trillion)\b)?(?![\w/]|\.\d|:\d)"
+            rf"(?:\s+(?P<noun>[a-z][a-z-]+))?",
+            _I,
+        ),
+    ),
+    (
+        "numword",
+        re.compile(
+            rf"(?:(?P<hedge>{_APPROX}|{_OVER}|{_UNDER})\s*)?\b(?P<num>{_NUMWORDS_RE})\b"
+            rf"(?:\s+(?P<noun>[a-z][a-z-]+))?",
+            _I,
+        ),
+    ),
+    ("quote", re.compile(r"\"([^\"\n]{2,200})\"|“([^”\n]{2,200})”|`([^`\n]{2,200})`|(?<![\w'])'([^'\n]{2,120})'(?![\w'])")),
+    (
+        "host",
+        re.compile(
+            r"(?<![\w.@/-])(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+"
+            r"(?:com|net|org|io|dev|internal|local|lan|cloud|svc|cluster|prod|staging|corp|ai|co|uk|de|app)\b(?![\w-])",
+            _I,
+        ),
+    ),
+    ("snake", re.compile(r"(?<![\w.-])[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w-])")),
+    ("kebab", re.compile(r"(?<![\w.-])[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+(?![\w-])")),
+    ("camel", re.compile(r"\b(?:[A-Z]+[a-z0-9]+[A-Z][A-Za-z0-9]*|[a-z]+[0-9]*[A-Z][A-Za-z0-9]*|[A-Z]{2,}[a-z]{2,}[A-Za-z0-9]*)\b")),
+    ("capword", re.compile(r"\b[A-Z][a-z]+(?:'[a-z]+)?\b|\b[A-Z]{2,6}s?\b")),
+]
+
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*(?:[-*•>]\s*|\d+[.)]\s*)?|[\"'(\[]\s*|[-*•]\s+)$")
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+# -- parsing helpers -----------------------------------------------------------------------------
+
+
+def parse_number(text: str) -> float | None:
+    """``"1,234.5"`` -> 1234.5, ``"twenty-five"`` -> 25, ``"a"`` -> 1; None if not a number."""
+    t = text.strip().lower().replace(",", "")
+    if not t:
+        return None
+    if t in ("a", "an"):
+        return 1.0
+    if t.startswith("half"):
+        return 0.5
+    try:
+        return float(t)
+    except ValueError:
+        pass
+    total, current, seen = 0.0, 0.0, False
+    for w in re.split(r"[\s-]+", t):
+        if w == "and":
+            continue
+        if w in _SMALL:
+            current += _SMALL[w]
+        elif w in _TENS:
+            current += _TENS[w]
+        elif w == "hundred":
+            current = (current or 1) * 100
+        elif w in _SCALES:
+            total += (current or 1) * _SCALES[w]
+            current = 0
+        else:
+            return None
+        seen = True
+    return total + current if seen else None
+
+
+def _canon(x: float) -> float:
+    return round(x, 9)
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased alphanumeric runs: the unit of name matching."""
+    return _TOKEN.findall(text.casefold())
+
+
+def grams(toks: list[str], n: int = 4) -> set[str]:
+    """Every run of 1..n consecutive tokens joined without separators (``billing api`` ->
+    ``billingapi``), so names match whatever separators or case they are written with."""
+    out: set[str] = set()
+    k = len(toks)
+    for i in range(k):
+        joined = ""
+        for j in range(i, min(i + n, k)):
+            joined += toks[j]
+            out.add(joined)
+    return out
+
+
+def _norm_text(text: str) -> str:
+    """Casefolded, every non-alphanumeric run collapsed to one space: for quote matching."""
+    return " " + " ".join(tokens(text)) + " "
+
+
+def _at_sentence_start(text: str, start: int) -> bool:
+    return bool(_SENTENCE_START.search(text[max(0, start - 8) : start]))
+
+
+def _time_value(h: int, m: int, s: int | None, ampm: str | None) -> tuple[int, int, int | None]:
+    if ampm:
+        ampm = ampm.lower()
+        if ampm == "p" and h < 12:
+            h += 12
+        elif ampm == "a" and h == 12:
+            h = 0
+    return (h, m, s)
+
+
+def _year(y: str | None) -> int | None:
+    if not y:
+        return None
+    n = int(y)
+    return n + 2000 if n < 100 else n
+
+
+def _month(word: str) -> int:
+    return _MONTHS[word.lower().rstrip(".")]
+
+
+def _version_value(text: str) -> tuple[tuple[int, ...], str]:
+    t = text.lower().lstrip("v")
+    m = re.match(r"([\d.]*)(.*)", t)
+    core, rest = m.group(1), m.group(2)
+    parts = [int(p) for p in core.strip(".").split(".") if p.isdigit()]
+    while len(parts) > 1 and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts), rest.strip("-+.")
+
+
+# -- extraction ----------------------------------------------------------------------------------
+
+
+def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) -> list[Specific]:
+    """Every specific in ``text``, in order of appearance, without overlaps (the first pattern to
+    claim a stretch of text wins: a number inside a URL is part of the URL).
+
+    ``lowercase_vocabulary``: for texts with no capital letters at all (some benchmark summaries), a
+    set of common lower-case words; any other word is then treated as a possible name."""
+    claimed: list[tuple[int, int]] = []
+    found: list[Specific] = []
+
+    def free(a: int, b: int) -> bool:
+        for x, y in claimed:
+            if a < y and x < b:
+                return False
+        return True
+
+    def add(sp: Specific) -> None:
+        claimed.append((sp.start, sp.end))
+        found.append(sp)
+
+    for kind, rx in _PATTERNS:
+        if kind == "quote":
+            continue  # quotes overlap the specifics inside them; handled below
+        for m in rx.finditer(text):
+            a, b = m.span()
+            if a == b:
+                continue
+            sp = _make(kind, m, text)
+            if sp is not None and free(sp.start, sp.end):
+                add(sp)
+    for m in _PATTERNS_BY_KIND["quote"].finditer(text):
+        inner = next(g for g in m.groups() if g is not None)
+        if len(tokens(inner)) >= 1 and re.search(r"[^\W\d_]", inner):
+            found.append(Specific("quote", m.group(0), m.start(), m.end(), _norm_text(inner).strip()))
+    if lowercase_vocabulary is not None and not re.search(r"[A-Z]", text):
+        for m in re.finditer(r"\b[a-z][a-z'-]*[a-z]\b", text):
+            a, b = m.span()
+            w = m.group(0)
+            if not free(a, b) or w in lowercase_vocabulary or w in _COMMON or len(w) < 3:
+                continue
+            stem = w.split("'")[0]
+            if stem in lowercase_vocabulary or stem in _COMMON:
+                continue
+            add(Specific("name", w, a, b, "".join(tokens(stem)), weak=True))
+    found.sort(key=lambda s: s.start)
+    return found
+
+
+def _hedge(word: str | None) -> str:
+    if not word:
+        return ""
+    w = " ".join(word.lower().split())
+    if re.fullmatch(_APPROX, w):
+        return "approx"
+    if re.fullmatch(_OVER, w):
+        return "over"
+    return "under"
+
+
+def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
+    a, b = m.span()
+    s = m.group(0)
+    if kind == "url":
+        s = s.rstrip(".,;:!?")
+        b = a + len(s)
+        v = s.lower().rstrip("/")
+        return Specific("url", s, a, b, v)
+    if kind == "email":
+        return Specific("email", s, a, b, s.lower())
+    if kind == "uuid":
+        return Specific("uuid", s, a, b, s.lower())
+    if kind == "datetime":
+        y, mo, d, h, mi, sec = m.groups()
+        return Specific(
+            "time", s, a, b, ((int(y), int(mo), int(d)), _time_value(int(h), int(mi), int(sec) if sec else None, None))
+        )
+    if kind == "path":
+        s = s.rstrip(".,;:")
+        b = a + len(s)
+        if s in ("/", "//") or not re.search(r"[A-Za-z]", s):
+            return None
+        return Specific("path", s, a, b, s.lower().rstrip("/"))
+    if kind == "isodate":
+        g = m.groups()
+        y, mo, d = (g[0], g[1], g[2]) if g[0] else (g[3], g[4], g[5])
+        if not (1 <= int(mo) <= 12 and 1 <= int(d) <= 31):
+            return None
+        return Specific("date", s, a, b, (int(y), int(mo), int(d), None))
+    if kind == "slashdate":
+        p, q, y = m.groups()
+        p, q = int(p), int(q)
+        if not (1 <= p <= 31 and 1 <= q <= 31) or (p > 12 and q > 12):
+            return None
+        # month/day or day/month: both readings are kept and either may match
+        readings = tuple({(_year(y), p, q, None) if p <= 12 else None, (_year(y), q, p, None) if q <= 12 else None} - {None})
+        return Specific("date", s, a, b, readings)
+    if kind == "textdate":
+        g = m.groups()
+        words = re.findall(_MONTH_RE, s, _I)
+        mon = _month(words[0]) if words else None
+        if g[1] is not None:  # [year] Month day[, year]
+            y, d = g[0] or g[2], int(g[1])
+        elif g[3] is not None:  # day Month [year]
+            y, d = g[4], int(g[3])
+        else:  # Month year
+            y, d = g[5], None
+        if d is not None and not 1 <= d <= 31:
+            return None
+        if words and words[0].lower().rstrip(".") == "may" and d is None:
+            return None  # "may 2024" is far more often the verb than the month
+        return Specific("date", s, a, b, (_year(y), mon, d, None))
+    if kind == "weekday":
+        return Specific("date", s, a, b, (None, None, None, _WEEKDAYS[s.lower()]))
+    if kind == "time":
+        g = m.groups()
+        if g[0] is not None:
+            return Specific("time", s, a, b, (None, _time_value(int(g[0]), int(g[1]), int(g[2]) if g[2] else None, g[3])))
+        return Specific("time", s, a, b, (None, _time_value(int(g[4]), 0, None, g[5])))
+    if kind == "ip":
+        return Specific("host", s, a, b, s)
+    if kind == "version":
+        return Specific("version", s, a, b, _version_value(s))
+    if kind == "hash":
+        return Specific("hash", s, a, b, s.lower())
+    if kind == "code":
+        return Specific("code", s, a, b, s.lower())
+    if kind == "currency":
+        sym = s[0]
+        num = re.search(_NUM, s)
+        value = parse_number(num.group(0)) if num else None
+        if value is None:
+            return None
+        mult = re.search(r"(k|m|bn|million|billion|thousand)\s*$", s, _I)
+        if mult:
+            value *= {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}[mult.group(1).lower()]
+        return Specific("quantity", s, a, b, (sym, (_canon(value),)))
+    if kind == "quantity":
+        unit = m.group("unit").lower()
+        if unit not in _UNITS and unit != "%":
+            return None
+        if unit in _GLUED_ONLY and m.group("space"):
+            return None
+        num_text = m.group("num")
+        if num_text.lower() in ("a", "an") and unit in _GLUED_ONLY | {"%"}:
+            return None
+        value = parse_number(num_text)
+        if value is None:
+            return None
+        if num_text.lower() in ("a", "an", "half a", "half an") and unit in ("s", "m", "h", "d", "b", "x"):
+            return None
+        dim, factors = _UNITS["%"] if unit == "%" else _UNITS[unit]
+        if m.group("half"):
+            value += 0.5
+        article = num_text.lower() in ("a", "an") or num_text.lower().startswith("half")
+        if article and len(unit) < 3:
+            return None  # "an hour", "half a minute": only a quantity when the unit is spelled out
+        return Specific(
+            "quantity", s, a, b, (dim, tuple(_canon(value * f) for f in factors)),
+            weak=article, hedge=_hedge(m.group("hedge")),
+        )
+    if kind == "identifier":
+        if re.fullmatch(r"\d+(?:st|nd|rd|th)", s, _I) or re.fullmatch(r"[A-Za-z]\d", s):
+            return None
+        if re.fullmatch(r"[1-5]xx", s, _I):  # "5xx errors" for a 503 in the sources
+            return Specific("code", s, a, b, ("xx", int(s[0])))
+        if re.fullmatch(r"(?:\d+[.-])+\d+", s):  # numeric ranges or dotted numbers: left to number
+            return None
+        if re.fullmatch(r"\d+[kKMB]", s):  # 3k, 2M: a number with a scale
+            value = parse_number(s[:-1])
+            mult = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9}[s[-1]]
+            return Specific("number", s, a, b, _canon(value * mult))
+        if re.fullmatch(r"(?:x86|x64|ipv[46]|utf-?8|utf-?16|base64|sha\d+|md5|mp[34]|h[23]|http[23]?|oauth2|s3|ec2|k8s|p99|p95|p50|p999|2fa|mfa|i18n|l10n|a11y)", s, _I):
+            return Specific("name", s, a, b, "".join(tokens(s)))
+        return Specific("identifier", s, a, b, s.lower())
+    if kind == "number":
+        num_text = m.group("num")
+        value = parse_number(num_text)
+        if value is None:
+            return None
+        if m.group("scale"):
+            value *= _SCALES[m.group("scale").lower()] if m.group("scale").lower() in _SCALES else 1e12
+        noun = (m.group("noun") or "").lower()
+        if noun in _FUNCTION_WORDS:
+            noun = ""
+        end = m.end("scale") if m.group("scale") else m.end("num")
+        tail = text[end : end + 2]
+        if not m.group("scale") and re.match(r"st|nd|rd|th", tail, _I):
+            end += 2
+        start = m.start("hedge") if m.group("hedge") else m.start("num")
+        weak = value == int(value) and 0 <= value <= 12 and bool(noun) and noun not in _UNIT_WORDS
+        return Specific(
+            "number", text[start:end], start, end, _canon(value), weak=weak,
+            hedge=_hedge(m.group("hedge")), noun=noun,
+        )
+    if kind == "numword":
+        num_text = m.group("num")
+        if num_text.lower() in ("one", "zero"):
+            return None  # "one of the pods", "zero-downtime": too often not a figure
+        value = parse_number(num_text)
+        if value is None:
+            return None
+        start = m.start("hedge") if m.group("hedge") else m.start("num")
+        return Specific(
+            "number", text[start : m.end("num")], start, m.end("num"), _canon(value), weak=True,
+            hedge=_hedge(m.group("hedge")), noun=_noun(m.group("noun")),
+        )
+    if kind == "host":
+        low = s.lower()
+        if re.search(r"\.(?:" + _FILE_EXTS + r")$", low) or all(len(p) <= 1 for p in low.split(".")):
+            return None
+        return Specific("host", s, a, b, "".join(tokens(s)))
+    if kind in ("snake", "camel"):
+        return Specific("name", s, a, b, "".join(tokens(s)))
+    if kind == "kebab":
+        parts = s.lower().split("-")
+        if not (set(parts) & TECH_PARTS) and not any(c.isdigit() for c in s) and not any(c.isupper() for c in s[1:]):
+            return None  # an English compound (follow-up, read-only), not a name
+        return Specific("name", s, a, b, "".join(tokens(s)))
+    if kind == "capword":
+        low = s.lower()
+        base = low.split("'")[0]
+        if base in _NOT_NAMES or low in _NOT_NAMES:
+            return None
+        if s.isupper():  # an acronym: API, AWS
+            return Specific("name", s, a, b, base.rstrip("s") if len(base) > 3 and base.endswith("s") else base, weak=False)
+        if base in _MONTHS or base in _WEEKDAYS:
+            return None
+        if _at_sentence_start(text, a):
+            if base in _COMMON or base.endswith(("ing", "ed", "ly", "tion", "ment", "ness")):
+                return None
+            return Specific("name", s, a, b, base, weak=True)
+        if base in _COMMON and _title_run(text, a, b):
+            return None  # a Title Case Heading, not a name
+        return Specific("name", s, a, b, base)
+    raise AssertionError(kind)
+
+
+_UNIT_WORDS = frozenset(_UNITS)
+_FUNCTION_WORDS = frozenset(
+    """a an the at in on to for of and or but nor after before from with by into onto over under
+    is was were are be been being has had have than then as so if when while since until per via
+    across during about around against between through without within ago later earlier""".split()
+)
+
+
+def _noun(word: str | None) -> str:
+    w = (word or "").lower()
+    return "" if w in _FUNCTION_WORDS else w
+_PATTERNS_BY_KIND = dict(_PATTERNS)
+
+
+def _title_run(text: str, a: int, b: int) -> bool:
+    """Is this capitalized word part of a run of capitalized words (a heading in Title Case)?"""
+    before = text[max(0, a - 20) : a].split()
+    after = text[b : b + 20].split()
+    near = (before[-1:] if before else []) + (after[:1] if after else [])
+    return any(w[:1].isupper() for w in near)
+
+
+# -- support ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class SourceIndex:
+    """What a set of source texts states, indexed for ``supports``. Build once per set of sources."""
+
+    texts: tuple[str, ...]
+    specifics: list[Specific] = field(default_factory=list)
+    by_cat: dict[str, list[Specific]] = field(default_factory=dict)
+    numbers: set[float] = field(default_factory=set)
+    bare_numbers: set[float] = field(default_factory=set)
+    noun_numbers: dict[str, set[float]] = field(default_factory=dict)
+    quantities: dict[str, set[float]] = field(default_factory=dict)
+    toks: set[str] = field(default_factory=set)
+    grams: set[str] = field(default_factory=set)
+    norm: str = ""
+    lower: str = ""
+
+    @classmethod
+    def build(cls, texts: Iterable[str]) -> SourceIndex:
+        texts = tuple(texts)
+        idx = cls(texts)
+        all_toks: list[str] = []
+        for t in texts:
+            found = extract(t)
+            idx.specifics.extend(found)
+            tk = tokens(t)
+            all_toks.extend(tk)
+            idx.grams |= grams(tk)
+            all_toks.append("\x00")  # no gram spans two sources
+        idx.toks = set(all_toks)
+        idx.norm = " ".join(_norm_text(t) for t in texts)
+        idx.lower = "\n".join(texts).lower()
+        for sp in idx.specifics:
+            idx.by_cat.setdefault(sp.category, []).append(sp)
+            if sp.category == "number":
+                idx.numbers.add(sp.value)
+                idx.bare_numbers.add(sp.value)
+                if sp.noun:
+                    idx.noun_numbers.setdefault(_singular(sp.noun), set()).add(sp.value)
+            elif sp.category == "quantity":
+                dim, values = sp.value
+                idx.quantities.setdefault(dim, set()).update(values)
+                num = re.search(_NUM, sp.text)
+                if num:
+                    idx.numbers.add(_canon(float(num.group(0).replace(",", ""))))
+        # numbers hidden inside other specifics still count as stated for a bare number in a summary
+        # ("the 2009 figure" when a source says 2009-03-01; "port 8080" in a URL)
+        for t in texts:
+            for m in re.finditer(r"\d+(?:\.\d+)?", t.replace(",", "")):
+                idx.numbers.add(_canon(float(m.group(0))))
+        return idx
+
+    # each check returns (supported, near) where near lists source values of the same kind
+    def supports(self, sp: Specific) -> tuple[bool, list[str]]:
+        cat = sp.category
+        fn = getattr(self, "_s_" + cat, None)
+        ok = fn(sp) if fn is not None else self._s_default(sp)
+        if ok:
+            return True, []
+        return False, self.near(sp)
+
+    def near(self, sp: Specific) -> list[str]:
+        """Source specifics of the same category (what the summary may have altered)."""
+        seen: list[str] = []
+        for other in self.by_cat.get(sp.category, ()):
+            if sp.category == "number" and sp.noun and _singular(other.noun) != _singular(sp.noun):
+                continue
+            if other.text not in seen:
+                seen.append(other.text)
+            if len(seen) >= 3:
+                break
+        return seen
+
+    def _s_default(self, sp: Specific) -> bool:
+        return any(o.value == sp.value for o in self.by_cat.get(sp.category, ()))
+
+    def _s_time(self, sp: Specific) -> bool:
+        date, (h, m, s) = sp.value
+        for o in self.by_cat.get("time", ()):
+            odate, (oh, om, os_) = o.value
+            if date is not None and odate is not None and date != odate:
+                continue
+            if (h, m) != (oh, om):
+                continue
+            if s is None or s == os_ or (s == 0 and os_ is None):
+                if date is None or odate is not None or self._date_stated(date):
+                    return True
+        return False
+
+    def _date_stated(self, date: tuple[int, int, int]) -> bool:
+        probe = Specific("date", "", 0, 0, (*date, None))
+        return self._s_date(probe)
+
+    def _s_date(self, sp: Specific) -> bool:
+        readings = sp.value if isinstance(sp.value[0], tuple) else (sp.value,)
+        candidates = []
+        for o in self.by_cat.get("date", ()):
+            candidates.extend(o.value if isinstance(o.value[0], tuple) else (o.value,))
+        for o in self.by_cat.get("time", ()):
+            if o.value[0] is not None:
+                candidates.append((*o.value[0], None))
+        for y, mo, d, wd in readings:
+            for oy, omo, od, owd in candidates:
+                if wd is not None:
+                    if owd == wd:
+                        return True
+                    continue
+                if owd is not None and oy is None:
+                    continue
+                if (y is None or oy is None or y == oy) and (mo is None or mo == omo) and (d is None or d == od):
+                    if mo is None and d is None and oy is None:
+                        continue
+                    return True
+            if wd is None and mo is None and d is None and y is not None and _canon(y) in self.numbers:
+                return True
+        return False
+
+    def _s_number(self, sp: Specific) -> bool:
+        v = sp.value
+        if v in self.numbers:
+            return True
+        if sp.hedge:
+            return any(_close(v, o, sp.hedge) for o in self.numbers)
+        return False
+
+    def _s_quantity(self, sp: Specific) -> bool:
+        dim, values = sp.value
+        stated = self.quantities.get(dim, set())
+        for v in values:
+            if v in stated:
+                return True
+            if sp.hedge and any(_close(v, o, sp.hedge) for o in stated):
+                return True
+        # "timeout=30" in a config and "a 30s timeout" in the summary: the bare number stands
+        num = re.search(_NUM, sp.text)
+        if num:
+            bare = _canon(float(num.group(0).replace(",", "")))
+            if bare in self.bare_numbers and dim in ("s", "%", "B") and not self.quantities.get(dim):
+                return True
+        return False
+
+    def _s_version(self, sp: Specific) -> bool:
+        parts, rest = sp.value
+        for o in self.by_cat.get("version", ()):
+            oparts, orest = o.value
+            if oparts[: len(parts)] == parts and (not rest or rest == orest):
+                return True
+        if len(parts) <= 2 and not rest:  # "Python 3.11" against "3.11.4": a number in the sources
+            return _canon(float(".".join(map(str, parts)) if len(parts) == 2 else parts[0])) in self.numbers
+        return False
+
+    def _s_hash(self, sp: Specific) -> bool:
+        v = sp.value
+        for o in self.by_cat.get("hash", ()) + self.by_cat.get("uuid", ()) + self.by_cat.get("identifier", ()):
+            ov = o.value.replace("-", "")
+            if ov.startswith(v) or (len(ov) >= 7 and v.startswith(ov)):
+                return True
+        return v in self.lower
+
+    def _s_uuid(self, sp: Specific) -> bool:
+        return sp.value in self.lower
+
+    def _s_code(self, sp: Specific) -> bool:
+        if isinstance(sp.value, tuple):  # 5xx
+            hundred = sp.value[1] * 100
+            return any(hundred <= n < hundred + 100 and n == int(n) for n in self.numbers) or _word_in(sp.text.lower(), self.lower)
+        return _word_in(sp.value, self.lower)
+
+    def _s_identifier(self, sp: Specific) -> bool:
+        if _word_in(sp.value, self.lower):
+            return True
+        return "".join(tokens(sp.value)) in self.grams
+
+    def _s_path(self, sp: Specific) -> bool:
+        v = sp.value.lstrip("~").lstrip("./")
+        if not v:
+            return True
+        for o in self.by_cat.get("path", ()) + self.by_cat.get("url", ()):
+            ov = o.value
+            if ov == sp.value or ov.endswith("/" + v) or ov.lstrip("./~") == v or ov.endswith(v) and ov[-len(v) - 1 : -len(v)] in ("/", ""):
+                return True
+        return _word_in(v, self.lower)
+
+    def _s_url(self, sp: Specific) -> bool:
+        v = sp.value
+        for o in self.by_cat.get("url", ()):
+            if o.value == v or o.value.startswith(v + "/") or o.value.startswith(v + "?"):
+                return True
+        return v in self.lower
+
+    def _s_email(self, sp: Specific) -> bool:
+        return sp.value in self.lower
+
+    def _s_host(self, sp: Specific) -> bool:
+        if sp.value in self.grams or _word_in(sp.text.lower(), self.lower):
+            return True
+        return False
+
+    def _s_quote(self, sp: Specific) -> bool:
+        return f" {sp.value} " in self.norm
+
+    def _s_name(self, sp: Specific) -> bool:
+        v = sp.value
+        if not v or v in self.grams:
+            return True
+        if v.endswith("s") and v[:-1] in self.grams:
+            return True
+        if v + "s" in self.grams or v + "es" in self.grams:
+            return True
+        # a possessive or plural of a stated name, or a name that is a prefix of a stated token
+        # (kubernetes/k8s are not attempted)
+        return False
+
+
+def _singular(noun: str) -> str:
+    n = noun.lower()
+    if n.endswith("ies") and len(n) > 4:
+        return n[:-3] + "y"
+    if n.endswith(("ses", "xes", "ches", "shes")):
+        return n[:-2]
+    if n.endswith("s") and not n.endswith("ss"):
+        return n[:-1]
+    return n
+
+
+def _close(v: float, o: float, hedge: str) -> bool:
+    if hedge == "over":
+        return o >= v and o <= v * 1.5 + 1
+    if hedge == "under":
+        return o <= v and o >= v * 0.5 - 1
+    return abs(o - v) <= max(abs(v), abs(o)) * 0.1
+
+
+def _word_in(needle: str, haystack: str) -> bool:
+    if not needle:
+        return True
+    i = haystack.find(needle)
+    while i >= 0:
+        before = haystack[i - 1 : i]
+        after = haystack[i + len(needle) : i + len(needle) + 1]
+        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
+            return True
+        i = haystack.find(needle, i + 1)
+    return False
