@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import zlib
 from datetime import datetime
+from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
@@ -71,6 +72,7 @@ TOPICS[LedgerMark] = MARK_TOPIC
 _BY_TOPIC = {topic: cls for cls, topic in TOPICS.items()}
 _DECODERS = {topic: msgspec.msgpack.Decoder(cls) for topic, cls in _BY_TOPIC.items()}
 _ENCODER = msgspec.msgpack.Encoder()
+_FAST_TOPICS = frozenset(TOPIC_PREFIX + name for name in EVENT_TYPES)
 
 
 def encode_payload(obj: Any) -> bytes:
@@ -140,6 +142,24 @@ class EventMapper(Mapper):
             state=payload,
         )
 
+    def decode_rows(self, originator_id: UUID, rows: list[tuple[int, str, bytes]]) -> Iterator[Any]:
+        """Decode (position, topic, bytes) rows of one session: the bulk path, same checks as
+        ``to_domain_event`` with less per-row overhead."""
+        cipher, compressor = self.cipher, self.compressor
+        force = msgspec.structs.force_setattr
+        for position, topic, data in rows:
+            if cipher or compressor or topic not in _FAST_TOPICS:
+                yield self.to_domain_event(StoredEvent(originator_id, position, topic, data))
+                continue
+            try:
+                ev = _DECODERS[topic].decode(data)
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                raise CorruptLogError(
+                    f"event at position {position} does not decode as {topic}: {e}", position=position
+                ) from None
+            force(ev, "originator_id", originator_id)
+            yield ev
+
     def to_domain_event(self, stored: StoredEvent) -> Any:
         try:
             data = stored.state
@@ -161,5 +181,3 @@ class EventMapper(Mapper):
         return decode_payload(stored.topic, data, originator_id, stored.originator_version)
 
 
-def is_event(obj: Any) -> bool:
-    return isinstance(obj, Event)

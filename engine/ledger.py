@@ -500,17 +500,24 @@ class Ledger:
             if start <= parent[1]:
                 yield from self._iter_events(parent[0], start, min(stop, parent[1]), page)
             start = max(start, parent[1] + 1)
+        recorder = self._app.recorder
+        fast = getattr(recorder, "select_rows", None)
         gt = start - 1
         while gt < stop:
             try:
-                rows = self._app.recorder.select_events(session_id, gt=gt, lte=stop, limit=page)
+                if fast is not None:
+                    rows = fast(session_id, gt=gt, lte=stop, limit=page)
+                else:
+                    rows = [
+                        (r.originator_version, r.topic, r.state)
+                        for r in recorder.select_events(session_id, gt=gt, lte=stop, limit=page)
+                    ]
             except Exception as e:
                 raise _storage_error(e, "cannot read the log") from None
             if not rows:
                 return
-            for row in rows:
-                yield self._decode(row)
-            gt = rows[-1].originator_version
+            yield from self._app.mapper.decode_rows(session_id, rows)
+            gt = rows[-1][0]
 
     def _iter_events_desc(self, session_id: UUID, stop: int, page: int = 256) -> Iterator[Event]:
         parent = self._parent(session_id)

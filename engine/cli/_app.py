@@ -30,7 +30,7 @@ class _Group(click.Group):
         return super().main(*args, **kwargs)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(name="ctxledger", cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option(
     "--db",
     "url",
