@@ -77,10 +77,17 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def unsupported(text: str, index: SourceIndex, *, lowercase_vocabulary: frozenset[str] | None = None) -> tuple[list[dict], int]:
+def unsupported(
+    text: str,
+    index: SourceIndex,
+    *,
+    lowercase_vocabulary: frozenset[str] | None = None,
+    found: list[Specific] | None = None,
+) -> tuple[list[dict], int]:
     """Findings for the specifics of ``text`` that ``index`` does not support, and how many
-    specifics ``text`` has."""
-    found = extract(text, lowercase_vocabulary=lowercase_vocabulary)
+    specifics ``text`` has (``found``: the specifics of ``text`` if already extracted)."""
+    if found is None:
+        found = extract(text, lowercase_vocabulary=lowercase_vocabulary)
     out: list[dict] = []
     seen: set[str] = set()
     n_sources = len(index.texts)
@@ -94,7 +101,9 @@ def unsupported(text: str, index: SourceIndex, *, lowercase_vocabulary: frozense
         seen.add(key)
         severity = _severity(sp, index, near)
         what = _CATEGORY_WORDS.get(sp.category, sp.category)
-        message = f"{what} {sp.text!r} is in none of the {_plural(n_sources, 'source observation')}"
+        message = f"{what} {sp.text!r} is " + (
+            "not in its source observation" if n_sources == 1 else f"in none of its {n_sources} source observations"
+        )
         if near:
             message += f" (they say {', '.join(repr(x) for x in near)})"
         elif sp.weak and sp.category == "number":
@@ -129,12 +138,16 @@ _EVENT_KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str],
 
 
 def _kind(name: str, source: str, singular: str, plural: str, noun: str) -> None:
-    det = r"\b(?:the|a|an|this|that|one|single|same|its|their)\s+(?:[\w./'-]+\s+){0,3}?"
+    det = r"\b(?:the|a|an|this|that|one|single|same|its|their)\s+(?:[\w./'-]+\s+){0,4}?"
     _EVENT_KINDS[name] = (
         re.compile(source, re.IGNORECASE),
         re.compile(det + r"(?:" + singular + r")\b", re.IGNORECASE),
-        re.compile(r"\b(?:" + plural + r"|both|two|three|four|several|multiple|separate|distinct|"
-                   r"respectively|each|twice|again|another|other)\b", re.IGNORECASE),
+        # more than one event: a plural noun, a count or "both" qualifying an event word, "twice"
+        re.compile(
+            r"\b(?:" + plural + r")\b|\b(?:both|two|three|four|five|several|multiple|separate|distinct|each|"
+            r"all)\b(?:\s+[\w/'-]+){0,3}?\s+(?:" + source[2:-2] + r")|\b(?:respectively|twice)\b",
+            re.IGNORECASE,
+        ),
         noun,
     )
 
@@ -177,10 +190,11 @@ _TECH_HINT = re.compile(
 )
 
 
-def _entities(sentence: str) -> dict[str, str]:
-    """Service-like names in a sentence: key (separator-free, lower case) -> surface text."""
+def _entities(sentence: str, found: list[Specific]) -> dict[str, str]:
+    """Service-like names in a sentence (``found``: its specifics): key (separator-free, lower
+    case) -> surface text."""
     out: dict[str, str] = {}
-    for sp in extract(sentence):
+    for sp in found:
         if sp.category not in _ENTITY_CATEGORIES or sp.weak:
             continue
         if sp.category == "name" and sp.text.isupper():
@@ -203,9 +217,11 @@ def _looks_like_service(text: str) -> bool:
     return any(p in TECH_PARTS for p in re.split(r"[-_.]", text.lower()))
 
 
-def merged_events(text: str, sources: Sequence[str]) -> list[dict]:
+def merged_events(text: str, sources: Sequence[str] | SourceIndex) -> list[dict]:
     """Findings for events of one kind that the sources keep apart and ``text`` collapses into one."""
     out: list[dict] = []
+    index = sources if isinstance(sources, SourceIndex) else None
+    texts = index.texts if index is not None else tuple(sources)
     derived_grams = grams(tokens(text))
     for kind, (source_rx, singular_rx, plural_rx, noun) in _EVENT_KINDS.items():
         phrase = singular_rx.search(text)
@@ -214,11 +230,13 @@ def merged_events(text: str, sources: Sequence[str]) -> list[dict]:
         # events: (entities, source index) per sentence that reports one; sentences sharing an
         # entity are the same event
         groups: list[tuple[dict[str, str], set[int]]] = []
-        for i, src in enumerate(sources):
-            for sentence in _SENTENCE_SPLIT.split(src):
+        for i, src in enumerate(texts):
+            specifics = index.per_text[i] if index is not None else extract(src)
+            for start, sentence in _sentences(src):
                 if not source_rx.search(sentence):
                     continue
-                ents = _entities(sentence)
+                end = start + len(sentence)
+                ents = _entities(sentence, [sp for sp in specifics if start <= sp.start and sp.end <= end])
                 if not ents:
                     continue
                 merged = [g for g in groups if _overlap(g[0], ents)]
@@ -256,6 +274,17 @@ def merged_events(text: str, sources: Sequence[str]) -> list[dict]:
     return out
 
 
+def _sentences(text: str) -> list[tuple[int, str]]:
+    """(offset, sentence) pairs."""
+    out = []
+    pos = 0
+    for m in _SENTENCE_SPLIT.finditer(text):
+        out.append((pos, text[pos : m.start()]))
+        pos = m.end()
+    out.append((pos, text[pos:]))
+    return out
+
+
 def _overlap(a: dict[str, str], b: dict[str, str]) -> bool:
     return any(k in b for k in a)
 
@@ -263,9 +292,9 @@ def _overlap(a: dict[str, str], b: dict[str, str]) -> bool:
 # -- coverage ------------------------------------------------------------------------------------
 
 
-def coverage(text: str, index: SourceIndex) -> tuple[int, list[str]]:
+def coverage(text: str, index: SourceIndex, found: list[Specific] | None = None) -> tuple[int, list[str]]:
     """(distinct strong specifics in the sources, the ones ``text`` does not state)."""
-    mine = SourceIndex.build([text])
+    mine = SourceIndex.build([text], None if found is None else [found])
     total = 0
     dropped: list[str] = []
     seen: set[str] = set()
@@ -294,11 +323,12 @@ def check(
 ) -> GroundingResult:
     """Check a derived text against the texts of its original observed sources."""
     index = index if index is not None else SourceIndex.build(sources)
-    findings, n = unsupported(text, index, lowercase_vocabulary=lowercase_vocabulary)
-    findings.extend(merged_events(text, index.texts))
+    found = extract(text, lowercase_vocabulary=lowercase_vocabulary)
+    findings, n = unsupported(text, index, found=found)
+    findings.extend(merged_events(text, index))
     result = GroundingResult(findings=findings, specifics=n)
     if with_coverage:
-        result.source_specifics, result.dropped = coverage(text, index)
+        result.source_specifics, result.dropped = coverage(text, index, found)
     return result
 
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["Specific", "SourceIndex", "extract", "tokens", "grams", "STRONG", "CATEGORIES"]
+__all__ = ["Specific", "SourceIndex", "extract", "tokens", "grams", "CATEGORIES"]
 
 CATEGORIES = (
     "time",
@@ -43,8 +43,7 @@ CATEGORIES = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Specific:
+class Specific(NamedTuple):
     """One specific found in a text.
 
     ``value`` is the parsed, normalized form used for matching (its shape depends on the category);
@@ -176,7 +175,8 @@ _NOT_NAMES = frozenset(
     warnings info debug trace fatal critical summary status update updates result results action
     actions next step steps cause root impact resolution resolved fixed open closed done pending
     failed failure success succeeded timeline context background todo incident outage issue issues
-    problem problems question answer user assistant system tool observed derived""".split()
+    problem problems question answer user assistant system tool observed derived http https api apis
+    url urls uri json xml yaml html css sql rest cli sdk ui ux os cpu cpus gpu ram io uuid""".split()
 )
 
 _COMMON = frozenset(
@@ -250,15 +250,26 @@ _COMMON = frozenset(
 
 _I = re.IGNORECASE
 _NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+"
-_NUMWORDS_RE = rf"(?:{_NUMWORD})(?:(?:\s+|-)(?:and\s+)?(?:{_NUMWORD}))*"
+# number words by their grammar ("twenty-five", "two hundred and ten", "3 thousand" is a number with
+# a scale); never across a line break, never two figures in a row ("three three" is two numbers)
+_SEP = r"(?:[ \t]+|-)"
+_UNITW = "|".join(sorted(_SMALL, key=len, reverse=True))
+_TENSW = "|".join(_TENS)
+_UNDER100 = rf"(?:(?:{_TENSW})(?:{_SEP}(?:{_UNITW}))?|(?:{_UNITW}))"
+_UNDER1000 = rf"(?:{_UNDER100}(?:{_SEP}hundred(?:{_SEP}(?:and{_SEP})?{_UNDER100})?)?)"
+_NUMWORDS_RE = rf"(?:{_UNDER1000}(?:{_SEP}(?:thousand|million|billion)(?:{_SEP}(?:and{_SEP})?{_UNDER1000})?)?)"
 
-_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("url", re.compile(r"\b(?:https?|ftp|wss?|s3|gs)://[^\s<>\"'`\])}]+", _I)),
-    ("email", re.compile(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")),
-    ("uuid", re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", _I)),
+def _deferred(pattern: str, flags: int = 0) -> tuple[str, int]:
+    return pattern, flags
+
+
+_PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
+    ("url", _deferred(r"\b(?:https?|ftp|wss?|s3|gs)://[^\s<>\"'`\])}]+", _I)),
+    ("email", _deferred(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")),
+    ("uuid", _deferred(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", _I)),
     (
         "datetime",
-        re.compile(
+        _deferred(
             r"\b(\d{4})-(\d{2})-(\d{2})[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?"
             r"(?:\s*(?:Z|UTC|GMT|[+-]\d{2}:?\d{2})\b)?",
             _I,
@@ -266,52 +277,52 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ),
     (
         "path",
-        re.compile(
+        _deferred(
             r"(?<![\w/:.@-])(?:~|\.{1,2})?/(?:[\w.@%+=-]+/)*[\w.@%+=-]*[\w@%+=-]"
             r"|\b[A-Za-z]:\\(?:[\w. -]+\\)*[\w. -]*\w"
             r"|(?<![\w/.@-])(?:[\w@%+=-]+/)+[\w.@%+=-]*\.(?:" + _FILE_EXTS + r")\b"
             r"|(?<![\w/.@-])(?:[\w@%+=-]+/){2,}[\w.@%+=-]*\w"
-            r"|(?<![\w/.@-])[\w-]*[A-Za-z_][\w-]*\.(?:" + _FILE_EXTS + r")\b(?!\.\w)",
+            r"|(?<![\w/.@-])[\w-]+\.(?:" + _FILE_EXTS + r")\b(?!\.\w)",
         ),
     ),
     (
         "isodate",
-        re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b|\b(\d{4})/(\d{1,2})/(\d{1,2})\b"),
+        _deferred(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b|\b(\d{4})/(\d{1,2})/(\d{1,2})\b"),
     ),
-    ("slashdate", re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{2}|\d{4})\b")),
+    ("slashdate", _deferred(r"\b(\d{1,2})/(\d{1,2})/(\d{2}|\d{4})\b")),
     (
         "textdate",
-        re.compile(
+        _deferred(
             rf"\b(?:(\d{{4}})\s+)?{_MONTH_RE}\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}})\b)?"
             rf"|\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH_RE}(?:,?\s+(\d{{4}})\b)?"
             rf"|\b{_MONTH_RE}\s+(\d{{4}})\b",
             _I,
         ),
     ),
-    ("weekday", re.compile(rf"\b{_WEEKDAY_RE}\b", _I)),
+    ("weekday", _deferred(rf"\b{_WEEKDAY_RE}\b", _I)),
     (
         "time",
-        re.compile(
+        _deferred(
             r"(?<![\d:.])([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d)(?:[.,]\d+)?)?(?![\d:])"
             r"(?:\s*([ap])\.?m\.?\b)?(?:\s*(?:Z|UTC|GMT)\b)?"
             r"|\b(1[0-2]|0?[1-9])\s*([ap])\.?m\b\.?",
             _I,
         ),
     ),
-    ("ip", re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\w.]*\d)")),
+    ("ip", _deferred(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\w.]*\d)")),
     (
         "version",
-        re.compile(
+        _deferred(
             r"\bv\d+(?:\.\d+)*(?:[-+][0-9A-Za-z.]+)?\b"
             r"|(?<![\w.])\d+\.\d+\.\d+(?:\.\d+)*(?:-[0-9A-Za-z.]+)?(?:\+[0-9A-Za-z.]+)?(?![\w.]*\d)"
             r"|(?<=\bversion )\d+(?:\.\d+)+\b|(?<=\brelease )\d+(?:\.\d+)+\b",
             _I,
         ),
     ),
-    ("hash", re.compile(r"\b0x[0-9a-f]+\b|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b", _I)),
+    ("hash", _deferred(r"\b0x[0-9a-f]+\b|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b", _I)),
     (
         "code",
-        re.compile(
+        _deferred(
             r"\b[A-Z][A-Z0-9]{1,9}-\d+(?:-\d+)?\b"  # INC-4521, JIRA-12, CVE-2024-1234
             r"|\b[A-Z]{1,5}\d{2,}\b"  # E1234, SEV2 (digits >= 2)
             r"|\bSEV-?\d\b|\bP[0-4]\b"  # severities and priorities
@@ -322,13 +333,20 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ),
     (
         "currency",
-        re.compile(rf"[$€£]\s?(?:{_NUM})(?:\s?(?:k|m|bn|million|billion|thousand)\b)?", _I),
+        _deferred(rf"[$€£]\s?(?:{_NUM})(?:\s?(?:k|m|bn|million|billion|thousand)\b)?", _I),
     ),
     (
         "quantity",
-        re.compile(
-            rf"(?:(?P<hedge>{_APPROX}|{_OVER}|{_UNDER})\s*)?"
-            rf"(?<![\w.])(?P<num>{_NUM}|{_NUMWORDS_RE}|an?|half\s+an?)"
+        _deferred(
+            rf"(?<![\w.])(?P<num>{_NUM})"
+            rf"(?P<space>\s*|-)(?P<unit>%|(?:{_UNIT_RE})(?![\w%/]))(?P<half>\s+and\s+a\s+half\b)?",
+            _I,
+        ),
+    ),
+    (
+        "wordquantity",
+        _deferred(
+            rf"\b(?P<num>{_NUMWORDS_RE}|an?|half\s+an?)"
             rf"(?P<space>\s*|-)(?P<unit>%|(?:{_UNIT_RE})(?![\w%/]))(?P<half>\s+and\s+a\s+half\b)?",
             _I,
         ),
@@ -336,41 +354,50 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "identifier",
         # letters and digits mixed in one token (req-8f3a2b, db-01, node7, us-east-1, i-0abc12)
-        re.compile(
+        _deferred(
             r"(?<![\w.-])(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)[A-Za-z0-9]+(?:[-_.][A-Za-z0-9]+)*(?![\w-])"
         ),
     ),
     (
         "number",
-        re.compile(
-            rf"(?:(?P<hedge>{_APPROX}|{_OVER}|{_UNDER})\s*)?"
+        _deferred(
             rf"(?<![\w.#/:-])(?P<num>[-+]?(?:{_NUM}))(?:st|nd|rd|th)?(?:\s+(?P<scale>thousand|million|billion|trillion)\b)?(?![\w/]|\.\d|:\d)"
-            rf"(?:\s+(?P<noun>[a-z][a-z-]+))?",
+            rf"(?:(?=\s+(?P<noun>[a-z][a-z-]+)))?",
             _I,
         ),
     ),
     (
         "numword",
-        re.compile(
-            rf"(?:(?P<hedge>{_APPROX}|{_OVER}|{_UNDER})\s*)?\b(?P<num>{_NUMWORDS_RE})\b"
-            rf"(?:\s+(?P<noun>[a-z][a-z-]+))?",
+        _deferred(
+            rf"\b(?P<num>{_NUMWORDS_RE})\b"
+            rf"(?:(?=\s+(?P<noun>[a-z][a-z-]+)))?",
             _I,
         ),
     ),
-    ("quote", re.compile(r"\"([^\"\n]{2,200})\"|“([^”\n]{2,200})”|`([^`\n]{2,200})`|(?<![\w'])'([^'\n]{2,120})'(?![\w'])")),
+    ("quote", _deferred(r"\"([^\"\n]{2,200})\"|“([^”\n]{2,200})”|`([^`\n]{2,200})`|(?<![\w'])'([^'\n]{2,120})'(?![\w'])")),
     (
         "host",
-        re.compile(
+        _deferred(
             r"(?<![\w.@/-])(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+"
             r"(?:com|net|org|io|dev|internal|local|lan|cloud|svc|cluster|prod|staging|corp|ai|co|uk|de|app)\b(?![\w-])",
             _I,
         ),
     ),
-    ("snake", re.compile(r"(?<![\w.-])[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w-])")),
-    ("kebab", re.compile(r"(?<![\w.-])[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+(?![\w-])")),
-    ("camel", re.compile(r"\b(?:[A-Z]+[a-z0-9]+[A-Z][A-Za-z0-9]*|[a-z]+[0-9]*[A-Z][A-Za-z0-9]*|[A-Z]{2,}[a-z]{2,}[A-Za-z0-9]*)\b")),
-    ("capword", re.compile(r"\b[A-Z][a-z]+(?:'[a-z]+)?\b|\b[A-Z]{2,6}s?\b")),
+    ("snake", _deferred(r"(?<![\w.-])[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w-])")),
+    ("kebab", _deferred(r"(?<![\w.-])[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+(?![\w-])")),
+    ("camel", _deferred(r"\b(?:[A-Z]+[a-z0-9]+[A-Z][A-Za-z0-9]*|[a-z]+[0-9]*[A-Z][A-Za-z0-9]*|[A-Z]{2,}[a-z]{2,}[A-Za-z0-9]*)\b")),
+    ("capword", _deferred(r"\b[A-Z][a-z]+(?:'[a-z]+)?\b|\b[A-Z]{2,6}s?\b")),
 ]
+
+_COMPILED: list[tuple[str, re.Pattern[str]]] = []
+
+
+def _patterns() -> list[tuple[str, re.Pattern[str]]]:
+    """The patterns in priority order, compiled on first use (compiling them costs more than
+    importing the rest of ctxledger, and most processes never check grounding)."""
+    if not _COMPILED:
+        _COMPILED.extend((kind, re.compile(p, f)) for kind, (p, f) in _PATTERN_SOURCES)
+    return _COMPILED
 
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*(?:[-*•>]\s*|\d+[.)]\s*)?|[\"'(\[]\s*|[-*•]\s+)$")
 _TOKEN = re.compile(r"[^\W_]+")
@@ -476,6 +503,129 @@ def _version_value(text: str) -> tuple[tuple[int, ...], str]:
 # -- extraction ----------------------------------------------------------------------------------
 
 
+_WORD = re.compile(r"[a-z]+")
+_NUMBER_WORDS = frozenset([*_SMALL, *_TENS, *_SCALES])
+_SPELLED_UNITS = frozenset(u for u in _UNITS if len(u) > 2 and u.isalpha())
+_MONTH_WORDS = frozenset(_MONTHS)
+_WEEKDAY_WORDS = frozenset(w for w in _WEEKDAYS if len(w) > 4)
+_HAS_UPPER = re.compile(r"[A-Z]")
+_HAS_LETTER = re.compile(r"[^\W\d_]")
+
+
+def _wanted(kind: str, text: str, words: set[str], digits: bool) -> bool:
+    """A cheap test that a pattern can match at all: most texts need only a few of the patterns."""
+    if kind in ("uuid", "datetime", "isodate", "slashdate", "ip", "hash", "currency", "quantity", "identifier", "number", "version"):
+        return digits
+    if kind == "url":
+        return "://" in text
+    if kind == "email":
+        return "@" in text
+    if kind == "path":
+        return "/" in text or "\\" in text or "." in text
+    if kind == "textdate":
+        return not words.isdisjoint(_MONTH_WORDS)
+    if kind == "weekday":
+        return not words.isdisjoint(_WEEKDAY_WORDS)
+    if kind == "time":
+        return digits
+    if kind == "code":
+        return "#" in text or "_" in text or digits or "E" in text
+    if kind == "wordquantity":
+        return not words.isdisjoint(_SPELLED_UNITS) and (
+            not words.isdisjoint(_NUMBER_WORDS) or not words.isdisjoint(("a", "an", "half"))
+        )
+    if kind == "numword":
+        return not words.isdisjoint(_NUMBER_WORDS)
+    if kind == "host":
+        return "." in text
+    if kind == "snake":
+        return "_" in text
+    if kind == "kebab":
+        return "-" in text
+    if kind in ("camel", "capword"):
+        return bool(_HAS_UPPER.search(text))
+    return True
+
+
+# Tokens: runs between white space and the punctuation that separates values (``timeout=45``,
+# ``(10.0.3.12)``, ``latency:850ms``, ``~30``); a specific can only start where a token does.
+_TOKEN_AT = re.compile(r"[^\s(\[{<>=,;\"'`“”)\]}~*|]+")
+_HAS_DIGIT = re.compile(r"\d")
+_PLAIN_INTERESTING = frozenset([*_MONTHS, *_WEEKDAYS, *_SMALL, *_TENS, *_SCALES, "a", "an", "half"])
+
+
+def _candidates(text: str, words: set[str]) -> dict[str, list[int]]:
+    """For each pattern kind, the token starts where it is worth trying (cheap string tests)."""
+    out: dict[str, list[int]] = {}
+    months = not words.isdisjoint(_MONTH_WORDS)
+    for m in _TOKEN_AT.finditer(text):
+        pos = m.start()
+        if pos and not (text[pos - 1].isspace() or text[pos - 1] in "([{<>=,;:\"'`“~*|"):
+            continue
+        tok = m.group(0)
+        c = tok[0]
+        if tok.isalpha() and tok.islower():  # a plain lower-case word: most tokens
+            low = tok
+            if low in _PLAIN_INTERESTING:
+                if low in _MONTHS:
+                    out.setdefault("textdate", []).append(pos)
+                if low in _WEEKDAY_WORDS:
+                    out.setdefault("weekday", []).append(pos)
+                if low in _NUMBER_WORDS:
+                    out.setdefault("numword", []).append(pos)
+                    out.setdefault("wordquantity", []).append(pos)
+                elif low in ("a", "an", "half"):
+                    out.setdefault("wordquantity", []).append(pos)
+            continue
+        has_digit = _HAS_DIGIT.search(tok) is not None
+        kinds: list[str] = []
+        if "://" in tok:
+            kinds.append("url")
+        if "@" in tok:
+            kinds.append("email")
+        if "/" in tok or "\\" in tok or ("." in tok and not tok.endswith(".")) or (c == "." and len(tok) > 1) or c == "~":
+            kinds.append("path")
+        if "." in tok[:-1]:
+            kinds.append("host")
+        if has_digit:
+            kinds += ("uuid", "hash", "identifier")
+            if c.isdigit():
+                kinds += ("datetime", "isodate", "slashdate", "time", "ip", "version", "quantity", "number")
+                if months:
+                    kinds.append("textdate")
+            elif c in "+-." and len(tok) > 1 and tok[1].isdigit():
+                kinds += ("number", "quantity")
+            elif c in "vV":
+                kinds.append("version")
+            elif c in "$€£":
+                kinds.append("currency")
+            elif c == "#":
+                kinds.append("code")
+        low = tok.lower().strip(".,:;!?'\")")
+        if not c.isdigit():
+            if low in _MONTHS or (low.rstrip(".") in _MONTHS):
+                kinds.append("textdate")
+            if low in _WEEKDAY_WORDS:
+                kinds.append("weekday")
+            head = low.split("-")[0]
+            if head in _NUMBER_WORDS:
+                kinds += ("wordquantity", "numword")
+            elif head in ("a", "an", "half"):
+                kinds.append("wordquantity")
+        if c.isupper():
+            kinds.append("code")
+        if "_" in tok:
+            kinds.append("snake")
+        if "-" in tok:
+            kinds.append("kebab")
+        if c.isupper() or _HAS_UPPER.search(tok):
+            kinds += ("camel", "capword")
+        for k in kinds:
+            out.setdefault(k, []).append(pos)
+        # time after a number glued to am/pm ("2pm") and versions after "version " are covered above
+    return out
+
+
 def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) -> list[Specific]:
     """Every specific in ``text``, in order of appearance, without overlaps (the first pattern to
     claim a stretch of text wins: a number inside a URL is part of the URL).
@@ -484,30 +634,46 @@ def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) ->
     set of common lower-case words; any other word is then treated as a possible name."""
     claimed: list[tuple[int, int]] = []
     found: list[Specific] = []
+    mask = bytearray(len(text) + 1)  # 1 where a specific already claimed the character
 
     def free(a: int, b: int) -> bool:
-        for x, y in claimed:
+        if a < b:
+            return mask.find(1, a, b) == -1
+        for x, y in claimed:  # an empty span: free unless strictly inside a claimed one
             if a < y and x < b:
                 return False
         return True
 
     def add(sp: Specific) -> None:
         claimed.append((sp.start, sp.end))
+        if sp.end > sp.start:
+            mask[sp.start : sp.end] = b"\x01" * (sp.end - sp.start)
         found.append(sp)
 
-    for kind, rx in _PATTERNS:
+    words = set(_WORD.findall(text.lower()))
+    digits = any(c.isdigit() for c in text)
+    starts = _candidates(text, words)
+    patterns = _patterns()
+    for kind, rx in patterns:
         if kind == "quote":
             continue  # quotes overlap the specifics inside them; handled below
-        for m in rx.finditer(text):
-            a, b = m.span()
-            if a == b:
+        if not _wanted(kind, text, words, digits):
+            continue
+        # Match only where a specific of this kind can start (a few token starts), not at every
+        # character: the patterns are anchored there with ``match``.
+        for pos in starts.get(kind, ()):
+            if mask[pos]:
+                continue
+            m = rx.match(text, pos)
+            if m is None or m.end() == pos:
                 continue
             sp = _make(kind, m, text)
             if sp is not None and free(sp.start, sp.end):
                 add(sp)
-    for m in _PATTERNS_BY_KIND["quote"].finditer(text):
+    quotes = dict(patterns)["quote"].finditer(text) if ('"' in text or "'" in text or "`" in text or "“" in text) else ()
+    for m in quotes:
         inner = next(g for g in m.groups() if g is not None)
-        if len(tokens(inner)) >= 1 and re.search(r"[^\W\d_]", inner):
+        if _HAS_LETTER.search(inner):
             found.append(Specific("quote", m.group(0), m.start(), m.end(), _norm_text(inner).strip()))
     if lowercase_vocabulary is not None and not re.search(r"[A-Z]", text):
         for m in re.finditer(r"\b[a-z][a-z'-]*[a-z]\b", text):
@@ -523,15 +689,17 @@ def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) ->
     return found
 
 
-def _hedge(word: str | None) -> str:
-    if not word:
+_HEDGE_BEFORE = re.compile(rf"(?:(?P<approx>{_APPROX})|(?P<over>{_OVER})|(?P<under>{_UNDER}))\s*$", _I)
+
+
+def _hedge(text: str, start: int) -> str:
+    """"approx", "over" or "under" when the number at ``start`` is hedged ("about 30", "over 2 GB")."""
+    m = _HEDGE_BEFORE.search(text, max(0, start - 24), start)
+    if m is None:
         return ""
-    w = " ".join(word.lower().split())
-    if re.fullmatch(_APPROX, w):
-        return "approx"
-    if re.fullmatch(_OVER, w):
-        return "over"
-    return "under"
+    if m.start() > 0 and text[m.start() - 1].isalnum():
+        return ""
+    return m.lastgroup or ""
 
 
 def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
@@ -554,7 +722,7 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
     if kind == "path":
         s = s.rstrip(".,;:")
         b = a + len(s)
-        if s in ("/", "//") or not re.search(r"[A-Za-z]", s):
+        if s in ("/", "//") or not re.search(r"[A-Za-z]", s.rsplit(".", 1)[0] if "/" not in s else s):
             return None
         return Specific("path", s, a, b, s.lower().rstrip("/"))
     if kind == "isodate":
@@ -611,13 +779,13 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
         if mult:
             value *= {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}[mult.group(1).lower()]
         return Specific("quantity", s, a, b, (sym, (_canon(value),)))
-    if kind == "quantity":
+    if kind == "quantity" or kind == "wordquantity":
         unit = m.group("unit").lower()
         if unit not in _UNITS and unit != "%":
             return None
-        if unit in _GLUED_ONLY and m.group("space"):
-            return None
         num_text = m.group("num")
+        if unit in _GLUED_ONLY and m.group("space") and not (unit in "sh" and kind == "quantity" and "." in num_text):
+            return None  # "3 s" is rarely seconds, but "2.799 s" is
         if num_text.lower() in ("a", "an") and unit in _GLUED_ONLY | {"%"}:
             return None
         value = parse_number(num_text)
@@ -633,20 +801,20 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
             return None  # "an hour", "half a minute": only a quantity when the unit is spelled out
         return Specific(
             "quantity", s, a, b, (dim, tuple(_canon(value * f) for f in factors)),
-            weak=article, hedge=_hedge(m.group("hedge")),
+            weak=article, hedge=_hedge(text, a),
         )
     if kind == "identifier":
-        if re.fullmatch(r"\d+(?:st|nd|rd|th)", s, _I) or re.fullmatch(r"[A-Za-z]\d", s):
+        if _ORDINAL.fullmatch(s) or _LETTER_DIGIT.fullmatch(s):
             return None
-        if re.fullmatch(r"[1-5]xx", s, _I):  # "5xx errors" for a 503 in the sources
+        if _XX.fullmatch(s):  # "5xx errors" for a 503 in the sources
             return Specific("code", s, a, b, ("xx", int(s[0])))
-        if re.fullmatch(r"(?:\d+[.-])+\d+", s):  # numeric ranges or dotted numbers: left to number
+        if _DOTTED_NUMBER.fullmatch(s):  # numeric ranges or dotted numbers: left to number
             return None
-        if re.fullmatch(r"\d+[kKMB]", s):  # 3k, 2M: a number with a scale
+        if _SCALED.fullmatch(s):  # 3k, 2M: a number with a scale
             value = parse_number(s[:-1])
             mult = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9}[s[-1]]
             return Specific("number", s, a, b, _canon(value * mult))
-        if re.fullmatch(r"(?:x86|x64|ipv[46]|utf-?8|utf-?16|base64|sha\d+|md5|mp[34]|h[23]|http[23]?|oauth2|s3|ec2|k8s|p99|p95|p50|p999|2fa|mfa|i18n|l10n|a11y)", s, _I):
+        if _TECH_TERMS.fullmatch(s):
             return Specific("name", s, a, b, "".join(tokens(s)))
         return Specific("identifier", s, a, b, s.lower())
     if kind == "number":
@@ -663,11 +831,11 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
         tail = text[end : end + 2]
         if not m.group("scale") and re.match(r"st|nd|rd|th", tail, _I):
             end += 2
-        start = m.start("hedge") if m.group("hedge") else m.start("num")
+        start = m.start("num")
         weak = value == int(value) and 0 <= value <= 12 and bool(noun) and noun not in _UNIT_WORDS
         return Specific(
             "number", text[start:end], start, end, _canon(value), weak=weak,
-            hedge=_hedge(m.group("hedge")), noun=noun,
+            hedge=_hedge(text, start), noun=noun,
         )
     if kind == "numword":
         num_text = m.group("num")
@@ -676,14 +844,14 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
         value = parse_number(num_text)
         if value is None:
             return None
-        start = m.start("hedge") if m.group("hedge") else m.start("num")
+        start = m.start("num")
         return Specific(
             "number", text[start : m.end("num")], start, m.end("num"), _canon(value), weak=True,
-            hedge=_hedge(m.group("hedge")), noun=_noun(m.group("noun")),
+            hedge=_hedge(text, start), noun=_noun(m.group("noun")),
         )
     if kind == "host":
         low = s.lower()
-        if re.search(r"\.(?:" + _FILE_EXTS + r")$", low) or all(len(p) <= 1 for p in low.split(".")):
+        if _FILE_TAIL.search(low) or all(len(p) <= 1 for p in low.split(".")):
             return None
         return Specific("host", s, a, b, "".join(tokens(s)))
     if kind in ("snake", "camel"):
@@ -713,6 +881,18 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
 
 
 _UNIT_WORDS = frozenset(_UNITS)
+_ORDINAL = re.compile(r"\d+(?:st|nd|rd|th)", _I)
+_LETTER_DIGIT = re.compile(r"[A-Za-z]\d")
+_XX = re.compile(r"[1-5]xx", _I)
+_DOTTED_NUMBER = re.compile(r"(?:\d+[.-])+\d+")
+_SCALED = re.compile(r"\d+[kKMB]")
+_TECH_TERMS = re.compile(
+    r"(?:x86|x64|ipv[46]|utf-?8|utf-?16|base64|sha\d+|md5|mp[34]|h[23]|http[23]?|oauth2|s3|ec2|k8s|p99|p95|p50|p999|2fa|mfa|i18n|l10n|a11y)",
+    _I,
+)
+_NUM_RX = re.compile(_NUM)
+_DIGITS = re.compile(r"\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?")
+_FILE_TAIL = re.compile(r"\.(?:" + _FILE_EXTS + r")$")
 _FUNCTION_WORDS = frozenset(
     """a an the at in on to for of and or but nor after before from with by into onto over under
     is was were are be been being has had have than then as so if when while since until per via
@@ -723,7 +903,6 @@ _FUNCTION_WORDS = frozenset(
 def _noun(word: str | None) -> str:
     w = (word or "").lower()
     return "" if w in _FUNCTION_WORDS else w
-_PATTERNS_BY_KIND = dict(_PATTERNS)
 
 
 def _title_run(text: str, a: int, b: int) -> bool:
@@ -743,28 +922,31 @@ class SourceIndex:
 
     texts: tuple[str, ...]
     specifics: list[Specific] = field(default_factory=list)
+    per_text: list[list[Specific]] = field(default_factory=list)
     by_cat: dict[str, list[Specific]] = field(default_factory=dict)
     numbers: set[float] = field(default_factory=set)
     bare_numbers: set[float] = field(default_factory=set)
     noun_numbers: dict[str, set[float]] = field(default_factory=dict)
     quantities: dict[str, set[float]] = field(default_factory=dict)
     toks: set[str] = field(default_factory=set)
-    grams: set[str] = field(default_factory=set)
+    tok_lists: list[list[str]] = field(default_factory=list)
+    _grams: set[str] | None = None
     norm: str = ""
     lower: str = ""
 
     @classmethod
-    def build(cls, texts: Iterable[str]) -> SourceIndex:
+    def build(cls, texts: Iterable[str], specifics: list[list[Specific]] | None = None) -> SourceIndex:
+        """Index ``texts`` (``specifics``: their already extracted specifics, one list per text)."""
         texts = tuple(texts)
         idx = cls(texts)
         all_toks: list[str] = []
-        for t in texts:
-            found = extract(t)
+        for i, t in enumerate(texts):
+            found = specifics[i] if specifics is not None else extract(t)
+            idx.per_text.append(found)
             idx.specifics.extend(found)
             tk = tokens(t)
             all_toks.extend(tk)
-            idx.grams |= grams(tk)
-            all_toks.append("\x00")  # no gram spans two sources
+            idx.tok_lists.append(tk)
         idx.toks = set(all_toks)
         idx.norm = " ".join(_norm_text(t) for t in texts)
         idx.lower = "\n".join(texts).lower()
@@ -778,15 +960,33 @@ class SourceIndex:
             elif sp.category == "quantity":
                 dim, values = sp.value
                 idx.quantities.setdefault(dim, set()).update(values)
-                num = re.search(_NUM, sp.text)
+                num = _NUM_RX.search(sp.text)
                 if num:
                     idx.numbers.add(_canon(float(num.group(0).replace(",", ""))))
-        # numbers hidden inside other specifics still count as stated for a bare number in a summary
-        # ("the 2009 figure" when a source says 2009-03-01; "port 8080" in a URL)
-        for t in texts:
-            for m in re.finditer(r"\d+(?:\.\d+)?", t.replace(",", "")):
-                idx.numbers.add(_canon(float(m.group(0))))
+        # numbers inside identifiers, paths and URLs still count as stated for a bare number in a
+        # summary ("port 8080" in a URL, "migration 0042" in 0042_add_index); the minutes of a clock
+        # time do not ("retried 7 times" is not supported by "07:41"), but a date's year does
+        for i, t in enumerate(texts):
+            clocks = [(sp.start, sp.end) for sp in idx.per_text[i] if sp.category == "time"]
+            for m in _DIGITS.finditer(t):
+                if any(a <= m.start() < b for a, b in clocks):
+                    continue
+                idx.numbers.add(_canon(float(m.group(0).replace(",", ""))))
         return idx
+
+    @property
+    def grams(self) -> set[str]:
+        """Runs of up to four tokens joined (``billingapi``), built on first use: most checks are
+        answered by the token set alone."""
+        if self._grams is None:
+            out: set[str] = set()
+            for tk in self.tok_lists:
+                out |= grams(tk)
+            self._grams = out
+        return self._grams
+
+    def _has_name(self, key: str) -> bool:
+        return key in self.toks or key in self.grams
 
     # each check returns (supported, near) where near lists source values of the same kind
     def supports(self, sp: Specific) -> tuple[bool, list[str]]:
@@ -858,7 +1058,10 @@ class SourceIndex:
         if v in self.numbers:
             return True
         if sp.hedge:
-            return any(_close(v, o, sp.hedge) for o in self.numbers)
+            step = _precision(sp.text)
+            return any(_close(v, o, sp.hedge, step) for o in self.numbers)
+        if sp.weak and sp.noun and v == len(self.texts):
+            return True  # "two failures" over two observations: a count of the sources themselves
         return False
 
     def _s_quantity(self, sp: Specific) -> bool:
@@ -867,10 +1070,10 @@ class SourceIndex:
         for v in values:
             if v in stated:
                 return True
-            if sp.hedge and any(_close(v, o, sp.hedge) for o in stated):
+            if sp.hedge and any(_close(v, o, sp.hedge, _precision(sp.text) * v / max(_first_number(sp.text), 1e-12)) for o in stated):
                 return True
         # "timeout=30" in a config and "a 30s timeout" in the summary: the bare number stands
-        num = re.search(_NUM, sp.text)
+        num = _NUM_RX.search(sp.text)
         if num:
             bare = _canon(float(num.group(0).replace(",", "")))
             if bare in self.bare_numbers and dim in ("s", "%", "B") and not self.quantities.get(dim):
@@ -889,7 +1092,7 @@ class SourceIndex:
 
     def _s_hash(self, sp: Specific) -> bool:
         v = sp.value
-        for o in self.by_cat.get("hash", ()) + self.by_cat.get("uuid", ()) + self.by_cat.get("identifier", ()):
+        for o in [*self.by_cat.get("hash", ()), *self.by_cat.get("uuid", ()), *self.by_cat.get("identifier", ())]:
             ov = o.value.replace("-", "")
             if ov.startswith(v) or (len(ov) >= 7 and v.startswith(ov)):
                 return True
@@ -907,13 +1110,13 @@ class SourceIndex:
     def _s_identifier(self, sp: Specific) -> bool:
         if _word_in(sp.value, self.lower):
             return True
-        return "".join(tokens(sp.value)) in self.grams
+        return self._has_name("".join(tokens(sp.value)))
 
     def _s_path(self, sp: Specific) -> bool:
         v = sp.value.lstrip("~").lstrip("./")
         if not v:
             return True
-        for o in self.by_cat.get("path", ()) + self.by_cat.get("url", ()):
+        for o in [*self.by_cat.get("path", ()), *self.by_cat.get("url", ())]:
             ov = o.value
             if ov == sp.value or ov.endswith("/" + v) or ov.lstrip("./~") == v or ov.endswith(v) and ov[-len(v) - 1 : -len(v)] in ("/", ""):
                 return True
@@ -930,7 +1133,7 @@ class SourceIndex:
         return sp.value in self.lower
 
     def _s_host(self, sp: Specific) -> bool:
-        if sp.value in self.grams or _word_in(sp.text.lower(), self.lower):
+        if self._has_name(sp.value) or _word_in(sp.text.lower(), self.lower):
             return True
         return False
 
@@ -939,11 +1142,11 @@ class SourceIndex:
 
     def _s_name(self, sp: Specific) -> bool:
         v = sp.value
-        if not v or v in self.grams:
+        if not v or self._has_name(v):
             return True
-        if v.endswith("s") and v[:-1] in self.grams:
+        if v.endswith("s") and self._has_name(v[:-1]):
             return True
-        if v + "s" in self.grams or v + "es" in self.grams:
+        if self._has_name(v + "s") or self._has_name(v + "es"):
             return True
         # a possessive or plural of a stated name, or a name that is a prefix of a stated token
         # (kubernetes/k8s are not attempted)
@@ -961,12 +1164,40 @@ def _singular(noun: str) -> str:
     return n
 
 
-def _close(v: float, o: float, hedge: str) -> bool:
+def _close(v: float, o: float, hedge: str, step: float = 0.0) -> bool:
+    """Does a hedged figure ``v`` ("about", "over", "under") fit the stated ``o``? ``step`` is the
+    precision the figure was written with ("about 0.3 million" is good to 0.1 million)."""
     if hedge == "over":
         return o >= v and o <= v * 1.5 + 1
     if hedge == "under":
         return o <= v and o >= v * 0.5 - 1
-    return abs(o - v) <= max(abs(v), abs(o)) * 0.1
+    return abs(o - v) <= max(max(abs(v), abs(o)) * 0.1, step)
+
+
+_SCALE_WORDS = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+
+
+def _first_number(text: str) -> float:
+    m = _NUM_RX.search(text)
+    return float(m.group(0).replace(",", "")) if m else 1.0
+
+
+def _precision(text: str) -> float:
+    """The value of one unit in the last written digit: "1,200" -> 100, "0.3 million" -> 100,000."""
+    m = _NUM_RX.search(text)
+    if m is None:
+        return 0.0
+    digits = m.group(0).replace(",", "")
+    if "." in digits:
+        step = 10.0 ** -len(digits.split(".", 1)[1])
+    else:
+        stripped = digits.rstrip("0")
+        step = 10.0 ** (len(digits) - len(stripped)) if stripped else 1.0
+    for word, scale in _SCALE_WORDS.items():
+        if word in text.lower():
+            step *= scale
+            break
+    return step
 
 
 def _word_in(needle: str, haystack: str) -> bool:

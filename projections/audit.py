@@ -1,0 +1,557 @@
+"""Drift audit: one pass over a session's log, then a grounding check of every live derived span.
+
+``audit(reader)`` reports, at the reader's position (a Session, or a SessionView for ``at=n``):
+
+- structure: rewrites of derived spans (generation > 1 or derived sources: permissive sessions and
+  imported logs), derived spans whose sources are missing from the log or disagree with it, a buffer
+  that differs from its rebuild (a bad snapshot), a broken hash chain, every recorded
+  ``RewriteRefused`` (attempted drift);
+- grounding: every live derived span against the union of its ORIGINAL observed sources --
+  unsupported specifics, merged events, and the specifics it dropped (see ``projections.grounding``).
+
+Cost: the log is read once. The same pass checks the hash chain (the stored bytes are hashed as they
+are decoded, so verifying does not read the log a second time), folds the buffer with
+``projections.buffer.apply`` (the rebuild compared with the reader's state), and keeps the texts of
+the observed spans each rewrite consumed, so the grounding check of a live derived span needs no
+extra read unless the span came back through ``restore``. Only events 1..n are used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+import msgspec
+from eventsourcing.persistence import StoredEvent
+
+from engine.errors import LedgerError
+from engine.events import (
+    Event,
+    Expanded,
+    Marked,
+    Observed,
+    Pruned,
+    Rederived,
+    RewriteRefused,
+    Rewritten,
+    SessionStarted,
+)
+from engine.spans import Provenance, Span
+from projections._replay import step
+from projections.buffer import apply
+from projections.buffer import BufferState
+from projections.grounding import MERGED, check
+from projections.specifics import SourceIndex
+
+if TYPE_CHECKING:
+    from engine.session import _Reader
+
+__all__ = ["Finding", "SpanCoverage", "AuditReport", "audit", "SEVERITIES"]
+
+SEVERITIES = ("error", "warning", "info")
+
+
+class Finding(msgspec.Struct, frozen=True, kw_only=True):
+    """One thing the audit found. ``value`` is the offending text for grounding findings."""
+
+    kind: str
+    severity: str
+    message: str
+    span_ids: tuple[str, ...] = ()
+    positions: tuple[int, ...] = ()
+    value: str = ""
+    category: str = ""
+
+
+class SpanCoverage(msgspec.Struct, frozen=True, kw_only=True):
+    """How much of its sources' specifics a live derived span kept."""
+
+    span_id: str
+    position: int
+    sources: tuple[str, ...]
+    source_specifics: int
+    dropped: tuple[str, ...]
+    coverage: float
+
+
+class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The audit of one session at one position. ``ok`` is False when any finding is an error."""
+
+    session: str
+    position: int
+    ok: bool
+    findings: tuple[Finding, ...]
+    errors: int = 0
+    warnings: int = 0
+    infos: int = 0
+    derived_checked: int = 0
+    chain_ok: bool = True
+    coverage: tuple[SpanCoverage, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def of_kind(self, kind: str) -> list[Finding]:
+        return [f for f in self.findings if f.kind == kind]
+
+
+# Finding kinds
+CHAIN = "chain-broken"
+REBUILD = "rebuild-mismatch"
+UNREPLAYABLE = "unreplayable-event"
+GENERATION = "generation-exceeded"
+DERIVED_SOURCE = "derived-source"
+MISSING_SOURCE = "missing-source"
+SOURCE_MISMATCH = "source-mismatch"
+REFUSED = "rewrite-refused"
+DROPPED = "dropped-specifics"
+
+_ORDER = {"error": 0, "warning": 1, "info": 2}
+_DECODERS: dict[str, msgspec.msgpack.Decoder] = {}
+
+
+def _decoders() -> dict[str, msgspec.msgpack.Decoder]:
+    """Event decoders by stored topic: session events only (anything else in a session's stream is
+    tampering). Built on first use: engine.codec imports projections, so not at import time."""
+    if not _DECODERS:
+        from engine.codec import TOPICS
+
+        _DECODERS.update(
+            {topic: msgspec.msgpack.Decoder(cls) for cls, topic in TOPICS.items() if isinstance(cls, type) and issubclass(cls, Event)}
+        )
+    return _DECODERS
+
+
+class _ChainWalk:
+    """Decode the stored events 1..n once, checking the hash chain on the way.
+
+    The checks are verify's (contiguous positions, decodable payloads written for their position, one
+    SessionStarted first, each ``prev`` the hash of the stored bytes before it). When any fails the
+    walk stops and ``reader.verify()`` is asked for the authoritative explanation."""
+
+    def __init__(self, reader: _Reader):
+        self.reader = reader
+        self.ok = True
+        self.last = 0
+
+    def __iter__(self) -> Iterator[Event]:
+        reader = self.reader
+        ledger = reader._ledger
+        mapper = ledger._app.mapper
+        plain = mapper.cipher is None and mapper.compressor is None
+        decoders = _decoders()
+        blake2b = hashlib.blake2b
+        force = msgspec.structs.force_setattr
+        from engine.codec import encode_payload
+
+        prev = b""
+        expected = 1
+        try:
+            for oid, position, topic, data in _rows(ledger, reader.id, 1, reader.position):
+                if position != expected:
+                    self.ok = False
+                    return
+                payload = data if plain else mapper.plaintext(StoredEvent(oid, position, topic, data))
+                decoder = decoders.get(topic)
+                if decoder is None:
+                    self.ok = False
+                    return
+                ev = decoder.decode(payload)
+                if ev.originator_version != position or ev.prev != prev:
+                    self.ok = False
+                    return
+                if type(ev) is SessionStarted:
+                    force(ev, "originator_id", oid)
+                    fork_start = ev.forked_from is not None and ev.fork_position == position - 1
+                    if position != 1 and not fork_start:
+                        self.ok = False
+                        return
+                elif position == 1:
+                    self.ok = False
+                    return
+                prev = blake2b(payload, digest_size=16).digest()
+                self.last = position
+                expected += 1
+                yield ev
+            # commands accepted inside an open ``batch()`` are not stored yet: walk them too
+            for ev in getattr(reader, "_pending", ()):
+                if ev.originator_version != expected:
+                    continue
+                payload = encode_payload(msgspec.structs.replace(ev, originator_id=None))
+                if ev.prev != prev:
+                    self.ok = False
+                    return
+                prev = blake2b(payload, digest_size=16).digest()
+                self.last = expected
+                expected += 1
+                yield ev
+        except Exception:  # undecodable or undecryptable bytes: tampering; verify() says where
+            self.ok = False
+            return
+        if self.last < reader.position:
+            self.ok = False
+
+
+def _rows(ledger: Any, session_id: UUID, start: int, stop: int, page: int = 5000) -> Iterator[tuple[UUID, int, str, bytes]]:
+    """(session id, position, topic, stored bytes) of positions start..stop, through a fork's parent
+    like ``Ledger._iter_events``, in large pages (the bulk-read path when the recorder has one)."""
+    parent = ledger._parent(session_id)
+    if parent is not None:
+        if start <= parent[1]:
+            yield from _rows(ledger, parent[0], start, min(stop, parent[1]), page)
+        start = max(start, parent[1] + 1)
+    recorder = ledger._app.recorder
+    fast = getattr(recorder, "select_rows", None)
+    gt = start - 1
+    while gt < stop:
+        if fast is not None:
+            rows = fast(session_id, gt=gt, lte=stop, limit=page)
+        else:
+            rows = [(r.originator_version, r.topic, r.state) for r in recorder.select_events(session_id, gt=gt, lte=stop, limit=page)]
+        if not rows:
+            return
+        for position, topic, data in rows:
+            yield session_id, position, topic, data
+        gt = rows[-1][0]
+
+
+class _Fold:
+    """The buffer fold plus what the audit needs to remember about it."""
+
+    def __init__(self, reader: _Reader):
+        self.reader = reader
+        self.state: BufferState | None = None
+        self.findings: list[Finding] = []
+        # derived span id -> ((source position, observed text), ...) captured when it was made
+        self.source_texts: dict[str, tuple[tuple[int, str], ...]] = {}
+        # derived span id -> (position, inputs, generation) of a rewrite that consumed derived spans
+        self.violations: dict[str, tuple[int, tuple[str, ...], int]] = {}
+        self.failed_at: int | None = None
+
+    def run(self, events: Iterator[Event]) -> None:
+        load = self.reader._load
+        for ev in events:
+            t = type(ev)
+            try:
+                if t is Observed or t is Marked:
+                    self.state = apply(self.state, ev, load)
+                    continue
+                if t is Rewritten:
+                    self._rewritten(ev)
+                elif t is Rederived:
+                    self._rederived(ev)
+                elif t is Pruned or t is Expanded:
+                    self.source_texts.pop(ev.span_id, None)
+                elif t is RewriteRefused:
+                    self._refused(ev)
+                self.state = step(self.state, ev, load)
+            except (KeyError, TypeError, AttributeError, ValueError, IndexError, LedgerError) as e:
+                position = ev.originator_version
+                self.failed_at = position
+                self.findings.append(
+                    Finding(
+                        kind=UNREPLAYABLE,
+                        severity="error",
+                        positions=(position,),
+                        span_ids=(getattr(ev, "span_id", ""),) if getattr(ev, "span_id", "") else (),
+                        message=(
+                            f"the {t.__name__} at position {position} cannot be applied to the buffer "
+                            f"({type(e).__name__}: {e}); the rebuild stops there"
+                        ),
+                    )
+                )
+                return
+
+    def _rewritten(self, ev: Rewritten) -> None:
+        live = self.state.live
+        captured: list[tuple[int, str]] = []
+        expect_ids: list[str] = []
+        expect_pos: list[int] = []
+        derived_inputs: list[str] = []
+        for span_id in ev.inputs:
+            span = live.get(span_id)
+            if span is None:
+                return  # apply() will report the event as unreplayable
+            if span.provenance is Provenance.OBSERVED:
+                captured.append((span.position, span.text))
+                expect_ids.append(span.id)
+                expect_pos.append(span.position)
+            else:
+                derived_inputs.append(span_id)
+                captured.extend(self.source_texts.pop(span_id, ()))
+                expect_ids.extend(span.sources)
+                expect_pos.extend(span.source_positions)
+        self.source_texts[ev.span_id] = tuple(captured)
+        if derived_inputs or ev.violation or ev.generation > 1:
+            self.violations[ev.span_id] = (ev.originator_version, tuple(derived_inputs), ev.generation)
+        if tuple(expect_ids) != tuple(ev.sources) or tuple(expect_pos) != tuple(ev.source_positions):
+            self.findings.append(
+                Finding(
+                    kind=SOURCE_MISMATCH,
+                    severity="error",
+                    span_ids=(ev.span_id,),
+                    positions=(ev.originator_version,),
+                    message=(
+                        f"the rewrite at position {ev.originator_version} records {ev.span_id}'s sources as "
+                        f"{_ids(ev.sources)} at {_ids(ev.source_positions)}, but its inputs "
+                        f"{_ids(ev.inputs)} came from {_ids(expect_ids)} at {_ids(expect_pos)}"
+                    ),
+                )
+            )
+
+    def _rederived(self, ev: Rederived) -> None:
+        span = self.state.live.get(ev.span_id)
+        if span is None:
+            return
+        if tuple(ev.sources) != span.sources or tuple(ev.source_positions) != span.source_positions:
+            self.source_texts.pop(ev.span_id, None)
+            self.findings.append(
+                Finding(
+                    kind=SOURCE_MISMATCH,
+                    severity="error",
+                    span_ids=(ev.span_id,),
+                    positions=(ev.originator_version,),
+                    message=(
+                        f"the re-derivation of {ev.span_id} at position {ev.originator_version} claims sources "
+                        f"{_ids(ev.sources)}, but {ev.span_id} was made from {_ids(span.sources)}"
+                    ),
+                )
+            )
+
+    def _refused(self, ev: RewriteRefused) -> None:
+        position = ev.originator_version
+        by = f" by {ev.by}" if ev.by else ""
+        if ev.findings:
+            values = ", ".join(repr(f.get("value", "")) for f in ev.findings[:5])
+            what = f"the grounding gate refused a {ev.command}{by} of {_ids(ev.inputs)} stating {values}"
+        else:
+            what = f"refused {ev.command}{by} of {_ids(ev.inputs)}" + (
+                f" (derived input {_ids(ev.offending)}): an attempt to rewrite a rewrite" if ev.offending else ""
+            )
+        self.findings.append(
+            Finding(
+                kind=REFUSED,
+                severity="warning",
+                span_ids=tuple(ev.inputs),
+                positions=(position,),
+                message=f"position {position}: {what}",
+            )
+        )
+
+
+def _ids(items: Any) -> str:
+    items = list(items)
+    return ", ".join(str(i) for i in items) if items else "nothing"
+
+
+def _compare(rebuilt: BufferState, state: BufferState, position: int) -> Finding | None:
+    """A finding when the reader's buffer is not the one its log folds into."""
+    if rebuilt == state:
+        return None
+    diffs: list[str] = []
+    spans: list[str] = []
+    missing = sorted(set(rebuilt.live) - set(state.live))
+    extra = sorted(set(state.live) - set(rebuilt.live))
+    changed = sorted(k for k in set(rebuilt.live) & set(state.live) if rebuilt.live[k] != state.live[k])
+    if missing:
+        diffs.append(f"missing {_ids(missing[:5])}")
+    if extra:
+        diffs.append(f"extra {_ids(extra[:5])}")
+    if changed:
+        diffs.append(f"changed {_ids(changed[:5])}")
+    spans = missing + extra + changed
+    for name in ("version", "n_obs", "n_der", "tokens", "refusals", "violations", "marks", "name", "strict"):
+        if getattr(rebuilt, name) != getattr(state, name):
+            diffs.append(f"{name} {getattr(state, name)!r} (rebuild: {getattr(rebuilt, name)!r})")
+    return Finding(
+        kind=REBUILD,
+        severity="error",
+        span_ids=tuple(spans),
+        positions=(position,),
+        message=(
+            f"the buffer at position {position} differs from its rebuild from the log: "
+            + ("; ".join(diffs) or "other state differs")
+        ),
+    )
+
+
+def _sources_of(reader: _Reader, span: Span, fold: _Fold, cache: dict[int, Event | None]) -> tuple[list[str], list[Finding]]:
+    """The texts of a live derived span's original observations, and findings about them."""
+    findings: list[Finding] = []
+    derived = [s for s in span.sources if not s.startswith("o")]
+    if derived:
+        findings.append(
+            Finding(
+                kind=DERIVED_SOURCE,
+                severity="error",
+                span_ids=(span.id, *derived),
+                positions=(span.position,),
+                message=(
+                    f"{span.id} lists derived span {_ids(derived)} among its sources: it was made from a "
+                    "rewrite, not from observations"
+                ),
+            )
+        )
+    if not span.sources or len(span.sources) != len(span.source_positions):
+        findings.append(
+            Finding(
+                kind=MISSING_SOURCE,
+                severity="error",
+                span_ids=(span.id,),
+                positions=(span.position,),
+                message=(
+                    f"{span.id} records {len(span.sources)} sources at {len(span.source_positions)} positions: "
+                    "its originals cannot be found in the log"
+                ),
+            )
+        )
+        return [], findings
+    captured = fold.source_texts.get(span.id)
+    if captured is not None and tuple(p for p, _ in captured) == span.source_positions:
+        return [t for _, t in captured], findings
+    texts: list[str] = []
+    for span_id, position in zip(span.sources, span.source_positions):
+        if position not in cache:
+            try:
+                cache[position] = reader._load(position) if 1 <= position <= reader.position else None
+            except LedgerError:
+                cache[position] = None
+        ev = cache[position]
+        if type(ev) is Observed and ev.span_id == span_id:
+            texts.append(ev.text)
+            continue
+        what = "is not in the log" if ev is None else f"holds a {type(ev).__name__} of {getattr(ev, 'span_id', '?')}"
+        findings.append(
+            Finding(
+                kind=MISSING_SOURCE,
+                severity="error",
+                span_ids=(span.id, span_id),
+                positions=(span.position, position),
+                message=f"{span.id}'s source {span_id} should be the observation at position {position}, which {what}",
+            )
+        )
+    return texts, findings
+
+
+def audit(reader: _Reader) -> AuditReport:
+    """Audit ``reader`` (a Session, or a SessionView for an earlier position)."""
+    position = reader.position
+    walk = _ChainWalk(reader)
+    fold = _Fold(reader)
+    fold.run(iter(walk))
+    findings: list[Finding] = []
+    chain_ok = walk.ok
+    if not walk.ok:
+        result = reader.verify()
+        if not result.ok:
+            findings.append(
+                Finding(
+                    kind=CHAIN,
+                    severity="error",
+                    positions=(result.first_bad_position,) if result.first_bad_position else (),
+                    message=f"the hash chain breaks at position {result.first_bad_position}: {result.reason}",
+                )
+            )
+        else:
+            chain_ok = True
+    findings.extend(fold.findings)
+    state = reader.state
+    complete = walk.ok and fold.failed_at is None and fold.state is not None
+    if complete:
+        mismatch = _compare(fold.state, state, position)
+        if mismatch is not None:
+            findings.append(mismatch)
+    for span_id, (pos, inputs, generation) in fold.violations.items():
+        live = span_id in state.live
+        findings.append(
+            Finding(
+                kind=GENERATION if generation > 1 else DERIVED_SOURCE,
+                severity="error" if live else "warning",
+                span_ids=(span_id, *inputs),
+                positions=(pos,),
+                message=(
+                    f"{span_id} (generation {generation}) was rewritten from derived span "
+                    f"{_ids(inputs) if inputs else '(recorded as a violation)'} at position {pos}: a summary "
+                    "of a summary" + ("" if live else f"; {span_id} is no longer live")
+                ),
+            )
+        )
+    coverage: list[SpanCoverage] = []
+    cache: dict[int, Event | None] = {}
+    checked = 0
+    for span in state.spans():
+        if span.provenance is not Provenance.DERIVED:
+            continue
+        if span.generation > 1 and span.id not in fold.violations:
+            findings.append(
+                Finding(
+                    kind=GENERATION,
+                    severity="error",
+                    span_ids=(span.id,),
+                    positions=(span.position,),
+                    message=f"{span.id} has generation {span.generation}; a derived span is generation 1",
+                )
+            )
+        texts, source_findings = _sources_of(reader, span, fold if complete else _Fold(reader), cache)
+        findings.extend(source_findings)
+        if not texts:
+            continue
+        checked += 1
+        result = check(span.text, texts, index=SourceIndex.build(texts))
+        for f in result.findings:
+            positions = (span.position,)
+            if f["kind"] == MERGED:
+                positions += tuple(span.source_positions[i] for i in f.get("source_indexes", ()) if i < len(span.source_positions))
+            findings.append(
+                Finding(
+                    kind=f["kind"],
+                    severity=f["severity"],
+                    span_ids=(span.id,),
+                    positions=positions,
+                    value=f["value"],
+                    category=f.get("category", ""),
+                    message=f"{span.id}: {f['message']}",
+                )
+            )
+        coverage.append(
+            SpanCoverage(
+                span_id=span.id,
+                position=span.position,
+                sources=span.sources,
+                source_specifics=result.source_specifics,
+                dropped=tuple(result.dropped),
+                coverage=round(result.coverage, 3),
+            )
+        )
+        if result.dropped:
+            shown = ", ".join(result.dropped[:8]) + (f" and {len(result.dropped) - 8} more" if len(result.dropped) > 8 else "")
+            findings.append(
+                Finding(
+                    kind=DROPPED,
+                    severity="info",
+                    span_ids=(span.id,),
+                    positions=(span.position,),
+                    value=", ".join(result.dropped),
+                    message=(
+                        f"{span.id} keeps {result.source_specifics - len(result.dropped)} of the "
+                        f"{result.source_specifics} specifics of its {len(texts)} source{'s' if len(texts) != 1 else ''}; dropped: {shown}"
+                    ),
+                )
+            )
+    findings.sort(key=lambda f: (_ORDER.get(f.severity, 3), f.positions[:1] or (0,)))
+    counts = {s: sum(1 for f in findings if f.severity == s) for s in SEVERITIES}
+    return AuditReport(
+        session=reader.name,
+        position=position,
+        ok=counts["error"] == 0,
+        findings=tuple(findings),
+        errors=counts["error"],
+        warnings=counts["warning"],
+        infos=counts["info"],
+        derived_checked=checked,
+        chain_ok=chain_ok,
+        coverage=tuple(coverage),
+    )
+

@@ -1,0 +1,217 @@
+"""Blame: where a piece of text in the buffer came from -- and, if it is gone, what removed it.
+
+For every live span whose text contains the needle (case-insensitive): the event that put that text
+into the span, and its *origin*, the first event in the span's own lineage (its original
+observations and the rewrites between them and the span) whose text contains it. An origin among the
+original observations means the text is grounded; an origin in a rewrite means the model wrote it
+("introduced by rewrite at position 123 by model-x; absent from all 14 source observations").
+
+For text no live span holds any more, the events that removed it (like ``git log -S``): a prune, a
+rewrite or re-derivation that left it out, an expansion back to originals that do not contain it.
+
+One forward pass over events 1..n: the buffer fold, plus the few positions whose text matches.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from engine.errors import InvalidInputError
+from engine.events import Event, Expanded, Observed, Pruned, Rederived, Rewritten
+from engine.spans import Provenance, Span
+from projections._replay import step
+
+if TYPE_CHECKING:
+    from engine.session import _Reader
+
+__all__ = ["BlameHit", "blame"]
+
+
+class BlameHit(msgspec.Struct, frozen=True, kw_only=True):
+    """One span that holds (or held) the text.
+
+    ``position`` is the event that put the text into the span; ``origin_position`` the first event of
+    the span's lineage whose text contains it, ``origin_kind`` whether that was an observation
+    (``grounded``) or a rewrite. ``live`` is False for text that is gone; ``removed_position`` is then
+    the event that removed it."""
+
+    span_id: str
+    live: bool
+    position: int
+    event_type: str
+    by: str
+    at: datetime | None
+    origin_position: int
+    origin_kind: str
+    origin_span_id: str
+    grounded: bool
+    message: str
+    text: str = ""
+    sources: int = 0
+    removed_position: int = 0
+    removed_type: str = ""
+    removed_by: str = ""
+
+
+class _Origin(msgspec.Struct, frozen=True):
+    position: int
+    event_type: str
+    by: str
+    at: datetime | None
+
+
+def _short(text: str, width: int = 80) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= width else one[: width - 1] + "…"
+
+
+def blame(reader: _Reader, text: str) -> list[BlameHit]:
+    """Blame ``text`` at the reader's position. Live hits first (buffer order), then removals."""
+    if not isinstance(text, str):
+        raise InvalidInputError(f"blame text must be a str, not {type(text).__name__}")
+    needle = text.casefold().strip()
+    if not needle:
+        raise InvalidInputError("blame text is empty")
+
+    def has(s: str) -> bool:
+        return needle in s.casefold()
+
+    load = reader._load
+    state = None
+    observed_with: set[int] = set()  # positions of observations containing the needle
+    first_with: dict[str, _Origin] = {}  # derived span -> first content event containing it
+    derived_inputs: dict[str, tuple[str, ...]] = {}  # for rewrites of rewrites (permissive logs)
+    events: dict[int, _Origin] = {}  # the content events of live matching spans, filled lazily
+    removed: dict[str, tuple[Span, Event, str]] = {}
+
+    for ev in reader.events(1, reader.position):
+        t = type(ev)
+        position = ev.originator_version
+        if t is Observed:
+            if has(ev.text):
+                observed_with.add(position)
+        elif t is Pruned:
+            span = state.live.get(ev.span_id)
+            if span is not None and has(span.text):
+                removed[span.id] = (span, ev, "pruned")
+        elif t is Rewritten:
+            keeps = has(ev.text)
+            for span_id in ev.inputs:
+                span = state.live.get(span_id)
+                if span is not None and has(span.text) and not keeps:
+                    removed[span.id] = (span, ev, f"rewritten into {ev.span_id} without it")
+            inputs = tuple(i for i in ev.inputs if not i.startswith("o"))
+            if inputs:
+                derived_inputs[ev.span_id] = inputs
+            if keeps and ev.span_id not in first_with:
+                first_with[ev.span_id] = _Origin(position, t.__name__, ev.by, ev.at)
+        elif t is Rederived:
+            span = state.live.get(ev.span_id)
+            keeps = has(ev.text)
+            if span is not None and has(span.text) and not keeps:
+                removed[span.id] = (span, ev, "re-derived without it")
+            if keeps and ev.span_id not in first_with:
+                first_with[ev.span_id] = _Origin(position, t.__name__, ev.by, ev.at)
+        elif t is Expanded:
+            span = state.live.get(ev.span_id)
+            if span is not None and has(span.text) and not any(p in observed_with for p in ev.restored_positions):
+                removed[span.id] = (span, ev, "expanded into originals that do not contain it")
+        state = step(state, ev, load)
+
+    hits: list[BlameHit] = []
+    live_ids = set()
+    for span in state.spans() if state is not None else ():
+        if not has(span.text):
+            continue
+        live_ids.add(span.id)
+        put = _content(reader, span.position, events)
+        hits.append(_hit(span, put, observed_with, first_with, derived_inputs, reader, events))
+    for span_id, (span, ev, how) in removed.items():
+        if span_id in live_ids:
+            continue
+        put = _content(reader, span.position, events)
+        hit = _hit(span, put, observed_with, first_with, derived_inputs, reader, events)
+        by = f" by {ev.by}" if ev.by else ""
+        hits.append(
+            msgspec.structs.replace(
+                hit,
+                live=False,
+                removed_position=ev.originator_version,
+                removed_type=type(ev).__name__,
+                removed_by=ev.by,
+                message=f"gone: {how} at position {ev.originator_version}{by}. Before that: {hit.message}",
+            )
+        )
+    return hits
+
+
+def _content(reader: _Reader, position: int, cache: dict[int, _Origin]) -> _Origin:
+    if position not in cache:
+        ev = reader._load(position)
+        cache[position] = _Origin(position, type(ev).__name__, ev.by, ev.at)
+    return cache[position]
+
+
+def _hit(
+    span: Span,
+    put: _Origin,
+    observed_with: set[int],
+    first_with: dict[str, _Origin],
+    derived_inputs: dict[str, tuple[str, ...]],
+    reader: _Reader,
+    cache: dict[int, _Origin],
+) -> BlameHit:
+    by = f" by {put.by}" if put.by else ""
+    if span.provenance is Provenance.OBSERVED:
+        return BlameHit(
+            span_id=span.id, live=True, position=put.position, event_type=put.event_type, by=put.by,
+            at=put.at, origin_position=span.position, origin_kind="observed", origin_span_id=span.id,
+            grounded=True, text=_short(span.text),
+            message=f"observed in {span.id} at position {span.position}{by} ({span.role}/{span.kind})",
+        )
+    n = len(span.source_positions)
+    grounded = [(s, p) for s, p in zip(span.sources, span.source_positions) if p in observed_with]
+    verb = "re-derived" if put.event_type == "Rederived" else "rewritten"
+    if grounded:
+        source_id, origin = min(grounded, key=lambda sp: sp[1])
+        also = f" (and {len(grounded) - 1} more of its {n} sources)" if len(grounded) > 1 else f" (1 of its {n} sources)"
+        return BlameHit(
+            span_id=span.id, live=True, position=put.position, event_type=put.event_type, by=put.by,
+            at=put.at, origin_position=origin, origin_kind="observed", origin_span_id=source_id,
+            grounded=True, sources=n, text=_short(span.text),
+            message=(
+                f"grounded: observed in {source_id} at position {origin}{also}; "
+                f"{verb} into {span.id} at position {put.position}{by}"
+            ),
+        )
+    # first appearance among the rewrites of this span's lineage
+    candidates: list[tuple[_Origin, str]] = []
+    stack, seen = [span.id], set()
+    while stack:
+        sid = stack.pop()
+        if sid in seen:
+            continue
+        seen.add(sid)
+        if sid in first_with:
+            candidates.append((first_with[sid], sid))
+        stack.extend(derived_inputs.get(sid, ()))
+    if candidates:
+        origin, origin_span = min(candidates, key=lambda c: c[0].position)
+    else:  # cannot happen for a span whose text contains the needle; stay truthful anyway
+        origin, origin_span = put, span.id
+    obys = f" by {origin.by}" if origin.by else ""
+    kind = "re-derivation" if origin.event_type == "Rederived" else "rewrite"
+    message = (
+        f"introduced by {kind} at position {origin.position}{obys}; absent from "
+        f"{'all ' if n != 1 else 'its '}{n} source observation{'s' if n != 1 else ''}"
+    )
+    if origin.position != put.position:
+        message += f"; still in {span.id} after the {verb.replace('rewritten', 'rewrite').replace('re-derived', 're-derivation')} at position {put.position}{by}"
+    return BlameHit(
+        span_id=span.id, live=True, position=put.position, event_type=put.event_type, by=put.by,
+        at=put.at, origin_position=origin.position, origin_kind="derived", origin_span_id=origin_span,
+        grounded=False, sources=n, text=_short(span.text), message=message,
+    )
