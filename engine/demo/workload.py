@@ -81,6 +81,8 @@ _REGIONS = ("eu-west-1", "us-east-2", "ap-south-1", "eu-central-1")
 _QUEUES = ("OPS", "BILL", "SRE", "PAY")
 _CHANNELS = ("#incident-checkout", "#sre-oncall", "#billing-war-room", "#platform")
 _DATABASES = ("ledger-db", "orders-db", "catalog-db")
+_TENANTS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "tyrell")
+_DEPENDENCIES = ("ledger-db", "orders-db", "redis-cache", "kafka-broker", "fraud-scoring", "tax-service")
 
 START_MINUTES = 9 * 60  # the session starts at 09:00
 MINUTES_PER_CYCLE = 9
@@ -195,12 +197,17 @@ class _Gen:
         route = _ROUTES[_SERVICES.index(service) % len(_ROUTES)]
         lines = []
         for _ in range(n):
-            offset = r.uniform(0, 5400)
             status = r.choices((200, 201, 204, 304, 404), weights=(70, 8, 8, 8, 6))[0]
-            lines.append(
-                f"[+{offset:010.3f}s] INFO {service} {r.choice(_METHODS)} {route}/{r.randint(1000, 99999)} "
-                f"-> {status} ({r.randint(2, 180)} ms) trace={r.getrandbits(40):010x}"
-            )
+            if r.random() < 0.85:
+                lines.append(
+                    f"INFO {service} handled {r.choice(_METHODS)} {route} for tenant {r.choice(_TENANTS)} with status "
+                    f"{status} in {r.randint(2, 180)} ms; cache {r.choice(('hit', 'miss'))}, upstream healthy"
+                )
+            else:
+                lines.append(
+                    f"WARN {service} slow call to {r.choice(_DEPENDENCIES)} took {r.randint(200, 2400)} ms "
+                    f"(request {r.getrandbits(24):06x}), retrying once"
+                )
         return lines
 
     def diff_lines(self, path: str, n: int) -> list[str]:
