@@ -105,15 +105,30 @@ class Context:
         self.budget_trigger = budget_trigger  # "" when the budget did not trigger
         self.taken: set[str] = set()
         self.actions: list[Action] = []
+        # Buffer order as an index into the sorted live spans (a derived span's order is a min over
+        # its sources: computing it once per step keeps planning linear in the live buffer).
+        self.index = {s.id: i for i, s in enumerate(spans)}
+        self._results: dict[str, list[Span]] | None = None
         self._turn_starts = _turn_starts(spans)
         self.protect_from = self.turn_boundary(compactor.keep_last_turns)
+
+    def results_of(self, call_ids: set) -> list[Span]:
+        """Live observed tool results answering any of ``call_ids``."""
+        if not call_ids:
+            return []
+        if self._results is None:
+            self._results = {}
+            for s in self.spans:
+                if s.observed and s.kind == "tool_result":
+                    self._results.setdefault(s.meta.get("tool_call_id"), []).append(s)
+        return [r for cid in call_ids for r in self._results.get(cid, ())]
 
     @property
     def over_target(self) -> bool:
         return bool(self.budget_trigger) and self.projected > self.target
 
     def turn_boundary(self, k: int) -> int:
-        """Buffer order where the last ``k`` turns begin (everything at or after it is younger)."""
+        """Index of the span where the last ``k`` turns begin (everything at or after it is younger)."""
         if k <= 0:
             return 1 << 62
         if len(self._turn_starts) < k:
@@ -125,7 +140,7 @@ class Context:
         return (
             s.id not in self.taken
             and not (s.observed and s.role == "system")
-            and s.order < self.protect_from
+            and self.index[s.id] < self.protect_from
         )
 
     def add(self, action: Action) -> None:
@@ -139,14 +154,14 @@ def _turn_starts(spans: list[Span]) -> list[int]:
     that does not follow another assistant span): tool results belong to the step that called them."""
     starts: list[int] = []
     prev_assistant = False
-    for s in spans:
+    for i, s in enumerate(spans):
         if not s.observed:
             prev_assistant = False
             continue
         if s.role == "user" and s.kind == "message":
-            starts.append(s.order)
+            starts.append(i)
         elif s.role == "assistant" and not prev_assistant:
-            starts.append(s.order)
+            starts.append(i)
         prev_assistant = s.role == "assistant"
     return starts
 
@@ -198,8 +213,8 @@ class ElideToolOutputs(_Base):
             return
         boundary = ctx.turn_boundary(self.older_than_turns)
         what = f"{self.name} older than {self.older_than_turns} turns"
-        for s in ctx.spans:
-            if not ctx.over_target or s.order >= boundary:
+        for i, s in enumerate(ctx.spans):
+            if not ctx.over_target or i >= boundary:
                 break
             if s.observed and s.kind == "tool_result" and s.tokens >= self.min_tokens and ctx.available(s):
                 ctx.add(
@@ -240,8 +255,8 @@ class RewriteOldest(_Base):
     def _runs(self, ctx: Context) -> list[list[Span]]:
         runs: list[list[Span]] = []
         current: list[Span] = []
-        for s in ctx.spans:
-            if s.order >= ctx.protect_from:
+        for i, s in enumerate(ctx.spans):
+            if i >= ctx.protect_from:
                 break
             if s.id in ctx.taken:
                 continue  # an elided output: the run goes on around it
@@ -256,6 +271,7 @@ class RewriteOldest(_Base):
 
     def _cut(self, run: list[Span], ctx: Context) -> list[Span]:
         """The oldest part of ``run`` within the input budget, never splitting a live tool pair."""
+        at = ctx.index
         chosen: list[Span] = []
         total = 0
         for s in run:
@@ -266,26 +282,26 @@ class RewriteOldest(_Base):
         in_run = {s.id for s in run}
         while chosen:
             ids = {s.id for s in chosen}
-            calls = {s.meta.get("tool_call_id") for s in chosen if s.kind == "tool_call"}
-            answered = {s.meta.get("tool_call_id") for s in chosen if s.kind == "tool_result"}
+            open_calls = {s.meta.get("tool_call_id") for s in chosen if s.kind == "tool_call"} - {
+                s.meta.get("tool_call_id") for s in chosen if s.kind == "tool_result"
+            }
+            start = at[chosen[0].id]
             missing = [
-                s for s in ctx.spans
-                if s.kind == "tool_result" and s.observed and s.id not in ctx.taken and s.id not in ids
-                and s.meta.get("tool_call_id") in calls - answered and s.order > chosen[0].order
+                r for r in ctx.results_of(open_calls)
+                if r.id not in ctx.taken and r.id not in ids and at[r.id] > start
             ]
             if not missing:
                 return chosen
             if all(m.id in in_run for m in missing) and total + sum(m.tokens for m in missing) <= 2 * self.max_input_tokens:
-                last = max(m.order for m in missing)
-                extra = [s for s in run if s.id not in ids and s.order <= last]
+                last = max(at[m.id] for m in missing)
+                extra = [s for s in run if s.id not in ids and at[s.id] <= last]
                 chosen += extra
                 total += sum(s.tokens for s in extra)
                 continue
-            # the result lies outside the run (e.g. in the protected turns): stop before the call
-            first_call = min(
-                s.order for s in chosen if s.kind == "tool_call" and s.meta.get("tool_call_id") in {m.meta.get("tool_call_id") for m in missing}
-            )
-            chosen = [s for s in chosen if s.order < first_call]
+            # a result lies outside the run (e.g. in the protected turns): stop before its call
+            missing_ids = {m.meta.get("tool_call_id") for m in missing}
+            first_call = min(at[s.id] for s in chosen if s.kind == "tool_call" and s.meta.get("tool_call_id") in missing_ids)
+            chosen = [s for s in chosen if at[s.id] < first_call]
             total = sum(s.tokens for s in chosen)
         return chosen
 
@@ -408,10 +424,7 @@ class PruneOldest(_Base):
     name = "prune-oldest"
 
     def propose(self, ctx: Context) -> None:
-        results: dict[str, list[Span]] = {}
-        for s in ctx.spans:
-            if s.observed and s.kind == "tool_result":
-                results.setdefault(s.meta.get("tool_call_id"), []).append(s)
+        at = ctx.index
         for s in ctx.spans:
             if not ctx.over_target:
                 return
@@ -419,7 +432,10 @@ class PruneOldest(_Base):
                 continue
             unit = [s]
             if s.kind == "tool_call":
-                unit += [r for r in results.get(s.meta.get("tool_call_id"), ()) if r.order > s.order and r.id not in ctx.taken]
+                unit += [
+                    r for r in ctx.results_of({s.meta.get("tool_call_id")})
+                    if at[r.id] > at[s.id] and r.id not in ctx.taken
+                ]
                 if any(not ctx.available(r) for r in unit):
                     continue  # its result is in the protected turns: keep the pair whole
             for u in unit:
@@ -484,6 +500,7 @@ class Compactor:
         strategies: Sequence[Strategy] | None = None,
         rewriter: Rewriter | Callable[[list[Span]], str] | None = None,
         name: str = "guarded",
+        gate: bool = False,
     ):
         self.budget = _positive_int(budget, "budget")
         for what, v in (("high_water", high_water), ("low_water", low_water)):
@@ -496,17 +513,17 @@ class Compactor:
         self.keep_last_turns = _positive_int(keep_last_turns, "keep_last_turns", 0)
         self.rewriter = rewriter or ExtractiveRewriter()
         if strategies is None:
-            strategies = (
-                ElideToolOutputs(older_than_turns=max(keep_last_turns, 1)),
-                RewriteOldest(self.rewriter),
-                ShrinkDerived(rewriter=self.rewriter),
-            )
+            strategies = _guarded(self.rewriter, keep_last_turns, budget=self.budget)
         strategies = tuple(strategies)
         for st in strategies:
             if not callable(getattr(st, "propose", None)) or not isinstance(getattr(st, "name", None), str):
                 raise InvalidInputError(f"{st!r} is not a strategy (it needs a name and propose(ctx))")
         self.strategies = strategies
         self.name = name
+        self._orders: dict[Any, dict[tuple[str, int], int]] = {}
+        if not isinstance(gate, bool):
+            raise InvalidInputError(f"gate must be a bool, not {type(gate).__name__}")
+        self.gate = gate  # run every rewrite and rederive through the grounding gate
 
     def __repr__(self) -> str:
         return (
@@ -544,7 +561,7 @@ class Compactor:
         )
         if not budget_trigger and not self._may_trigger(session):
             return Plan(**base)
-        ctx = Context(session.spans(), tokens, self, budget_trigger)
+        ctx = Context(self._ordered(session), tokens, self, budget_trigger)
         triggers = ([budget_trigger] if budget_trigger else []) + [t for st in self.strategies for t in st.triggers(ctx)]
         if not triggers:
             return Plan(**base)
@@ -559,6 +576,22 @@ class Compactor:
             )
         base["projected_tokens"] = ctx.projected
         return Plan(**base, triggers=tuple(triggers), actions=tuple(ctx.actions), note=note)
+
+    def _ordered(self, session: _Reader) -> list[Span]:
+        """The live spans in buffer order, like ``session.spans()``, but remembering each span's
+        order between steps: a derived span's order is a min over all its sources, which adds up
+        to the whole summarized history when summaries accumulate."""
+        known = self._orders.get(session.id, {})
+        orders: dict[tuple[str, int], int] = {}
+        for sp in session.state.live.values():
+            key = (sp.id, sp.position)
+            order = known.get(key)
+            orders[key] = sp.order if order is None else order
+        self._orders.pop(session.id, None)
+        self._orders[session.id] = orders
+        while len(self._orders) > 64:  # one compactor may serve many sessions: keep the recent ones
+            del self._orders[next(iter(self._orders))]
+        return sorted(session.state.live.values(), key=lambda sp: orders[(sp.id, sp.position)])
 
     def _may_trigger(self, session: _Reader) -> bool:
         """Cheap pre-check (no sort) for strategies with triggers of their own."""
@@ -575,7 +608,10 @@ class Compactor:
         """Compact if due: run the plan through the Session API and return what was done.
 
         Every rewriter runs before anything is written: a rewriter error (timeout, API error, bad
-        output) raises ``RewriterError`` and leaves the log unchanged."""
+        output) raises ``RewriterError`` and leaves the log unchanged. With ``gate=True`` every
+        rewrite and re-derivation goes through the grounding gate: a text stating specifics that none
+        of its sources states is refused (``GroundingError``, recorded as ``RewriteRefused``); the
+        commands of the step before it stand."""
         plan = self.plan(session)
         before = dict(
             session=session.name,
@@ -587,21 +623,39 @@ class Compactor:
         if not plan.actions:
             return StepResult(**before, position_after=session.position, tokens_after=session.tokens)
         texts = self._texts(session, plan)
+        actions = [self._check_rederived(session, a, texts.get(i)) for i, a in enumerate(plan.actions)]
         done: list[Action] = []
         with session.batch():
-            for i, a in enumerate(plan.actions):
+            for i, a in enumerate(actions):
                 by = f"compactor:{a.strategy}"
                 if a.command == "prune":
                     session.prune(a.span_ids[0], by=by, reason=a.reason)
                     result, added = "", 0
                 elif a.command == "rewrite":
-                    span = session.rewrite(a.span_ids, texts[i], by=by, reason=a.reason)
+                    span = session.rewrite(a.span_ids, texts[i], by=by, reason=a.reason, gate=self.gate)
                     result, added = span.id, span.tokens
                 else:
-                    span = session.rederive(a.span_ids[0], text=texts[i], by=by, reason=a.reason)
+                    span = session.rederive(a.span_ids[0], text=texts[i], by=by, reason=a.reason, gate=self.gate)
                     result, added = span.id, span.tokens
                 done.append(msgspec.structs.replace(a, result=result, tokens_added=added, position=session.position))
         return StepResult(**before, position_after=session.position, tokens_after=session.tokens, actions=tuple(done))
+
+    def _check_rederived(self, session: Session, action: Action, text: str | None) -> Action:
+        """A re-derivation that came back still over the strategy's limit prunes the summary instead
+        (otherwise every step would re-derive it again)."""
+        if action.command != "rederive" or text is None:
+            return action
+        limit = getattr(next((st for st in self.strategies if st.name == action.strategy), None), "max_tokens", None)
+        n = session._ledger.counter.count(text)
+        if limit is None or n <= limit:
+            return action
+        return msgspec.structs.replace(
+            action,
+            command="prune",
+            tokens_added=0,
+            reason=f"{action.reason}; the re-derived text still had {n:,} tokens > {limit:,}, so {action.span_ids[0]} "
+            "is pruned instead (its originals stay in the log)",
+        )
 
     def _texts(self, session: Session, plan: Plan) -> dict[int, str]:
         """Call the rewriters for every rewrite and rederive of the plan (nothing is written yet)."""
@@ -624,19 +678,25 @@ class Compactor:
 # -- named policies (for replay and the CLI) -------------------------------------------------------------
 
 
-def _guarded(rewriter: Any, keep: int, **kw: Any) -> list[Strategy]:
+def summary_budget(budget: int) -> int:
+    """Tokens for one summary under a context budget: 1/40 of it, between 32 and 800."""
+    return min(800, max(32, budget // 40))
+
+
+def _guarded(rewriter: Any, keep: int, budget: int = 200_000) -> list[Strategy]:
+    summary = summary_budget(budget)
     return [
         ElideToolOutputs(older_than_turns=max(keep, 1)),
-        RewriteOldest(rewriter),
-        ShrinkDerived(rewriter=rewriter),
+        RewriteOldest(rewriter, summary_tokens=summary),
+        ShrinkDerived(max(16, summary * 5 // 2), rewriter=rewriter, target_tokens=summary),
     ]
 
 
-def _elide_only(rewriter: Any, keep: int, **kw: Any) -> list[Strategy]:
+def _elide_only(rewriter: Any, keep: int, budget: int = 200_000) -> list[Strategy]:
     return [ElideToolOutputs(older_than_turns=max(keep, 1), min_tokens=0)]
 
 
-def _prune_only(rewriter: Any, keep: int, **kw: Any) -> list[Strategy]:
+def _prune_only(rewriter: Any, keep: int, budget: int = 200_000) -> list[Strategy]:
     return [ElideToolOutputs(older_than_turns=max(keep, 1)), PruneOldest()]
 
 
@@ -655,13 +715,15 @@ def policy(
     low_water: float = 0.50,
     keep_last_turns: int = 8,
     rewriter: Rewriter | Callable[[list[Span]], str] | None = None,
+    gate: bool = False,
 ) -> Compactor:
     """A named policy as a Compactor: ``guarded`` (default), ``elide-only`` or ``prune-only``."""
     if name not in POLICIES:
         raise InvalidInputError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
     rewriter = rewriter or ExtractiveRewriter()
     _positive_int(keep_last_turns, "keep_last_turns", 0)
-    strategies = POLICIES[name][1](rewriter, keep_last_turns)
+    _positive_int(budget, "budget")
+    strategies = POLICIES[name][1](rewriter, keep_last_turns, budget=budget)
     return Compactor(
         budget=budget,
         high_water=high_water,
@@ -670,4 +732,5 @@ def policy(
         strategies=strategies,
         rewriter=rewriter,
         name=name,
+        gate=gate,
     )

@@ -76,11 +76,13 @@ def span_ranges(span_ids: Sequence[str]) -> str:
 
 
 def derived_marker(span: Span) -> str:
-    what = span.kind if span.kind != "summary" else "summary"
-    return (
-        f"[derived {span.id} · {what} of {span_ranges(span.sources)} · generation {span.generation}"
-        " — not an observation]"
-    )
+    """``[derived d3 · summary of o4–o19 · generation 1 — not an observation]``; sources in more than
+    three stretches are shown as their count and span (``84 spans within o2–o113``)."""
+    ranges = span_ranges(span.sources)
+    if ranges.count(",") > 2:
+        nums = sorted(ordinal(s) for s in span.sources)
+        ranges = f"{len(span.sources)} spans within o{nums[0]}–o{nums[-1]}"
+    return f"[derived {span.id} · {span.kind} of {ranges} · generation {span.generation} — not an observation]"
 
 
 def _tokens(n: int) -> str:

@@ -87,8 +87,7 @@ _SPECIFIC = re.compile(
     r"|[A-Za-z_]+[-_/.:][A-Za-z0-9_]"  # identifiers, paths, hosts, dotted names
     r"|\b[A-Z][a-z]+[A-Z]"  # CamelCase
     r"|\b[A-Z]{2,}\b"  # acronyms, HTTP verbs
-    r"|\b(?:error|fail\w*|exception|timeout|refused|denied|crash\w*|panic|fatal|warn\w*)\b",
-    re.IGNORECASE,
+    r"|\b(?i:error|fail\w*|exception|timeout|timed out|refused|denied|crash\w*|panic|fatal|warn\w*)\b",
 )
 
 
@@ -121,8 +120,10 @@ class ExtractiveRewriter:
                 score = len(_SPECIFIC.findall(sentence))
                 candidates.append((order, score, s.id, sentence))
                 order += 1
-        # Highest score first; among equals, the earlier sentence. Then emit in source order.
-        ranked = sorted(candidates, key=lambda c: (-c[1], c[0]))
+        # Sentences without specifics only when no sentence has any. Highest score first; among
+        # equals, the earlier sentence. Then emit in source order.
+        specific = [c for c in candidates if c[1] > 0]
+        ranked = sorted(specific or candidates, key=lambda c: (-c[1], c[0]))
         header = f"Extract of {len(spans)} observations (sentences kept verbatim):"
         used = self.counter.count(header)
         kept: list[tuple[int, int, str, str]] = []
@@ -164,7 +165,7 @@ class _ModelRewriter:
         timeout: float = 60.0,
         max_retries: int = 2,
         max_tokens: int = 1024,
-        temperature: float = 0.0,
+        temperature: float | None = None,
         system: str | None = None,
         client: Any = None,
     ):
@@ -256,7 +257,7 @@ class OpenAIRewriter(_ModelRewriter):
         completion = client.chat.completions.create(
             model=self.model,
             messages=[{"role": "system", "content": self.system}, {"role": "user", "content": prompt}],
-            temperature=self.temperature,
+            **({} if self.temperature is None else {"temperature": self.temperature}),
             **{self.max_tokens_param: max_tokens},
         )
         choices = getattr(completion, "choices", None)
@@ -289,9 +290,10 @@ class AnthropicRewriter(_ModelRewriter):
         message = client.messages.create(
             model=self.model,
             max_tokens=max_tokens,
-            temperature=self.temperature,
             system=self.system,
             messages=[{"role": "user", "content": prompt}],
+            # newer SDKs dropped the keyword; the API still takes it for models that support it
+            **({} if self.temperature is None else {"extra_body": {"temperature": self.temperature}}),
         )
         blocks = getattr(message, "content", None)
         if not isinstance(blocks, list):

@@ -25,13 +25,14 @@ def _policy_options(fn):
                      type=click.Choice(["extractive", "openai", "anthropic"]), help="Who writes the summaries."),
         click.option("--model", default=None, help="Model for --rewriter openai/anthropic."),
         click.option("--base-url", default=None, help="Server for --rewriter openai/anthropic (e.g. a local vLLM)."),
+        click.option("--gate", is_flag=True, help="Refuse (and record) summaries stating specifics no source states."),
     ]
     for option in reversed(options):
         fn = option(fn)
     return fn
 
 
-def _compactor(policy_name, budget, high, low, keep_turns, rewriter_name, model, base_url):
+def _compactor(policy_name, budget, high, low, keep_turns, rewriter_name, model, base_url, gate):
     from engine.compaction import policy
     from engine.errors import InvalidInputError
     from engine.rewriters import AnthropicRewriter, ExtractiveRewriter, OpenAIRewriter
@@ -43,7 +44,10 @@ def _compactor(policy_name, budget, high, low, keep_turns, rewriter_name, model,
             raise InvalidInputError(f"--rewriter {rewriter_name} needs --model")
         cls = OpenAIRewriter if rewriter_name == "openai" else AnthropicRewriter
         rewriter = cls(model, base_url=base_url)
-    return policy(policy_name, budget=budget, high_water=high, low_water=low, keep_last_turns=keep_turns, rewriter=rewriter)
+    return policy(
+        policy_name, budget=budget, high_water=high, low_water=low, keep_last_turns=keep_turns,
+        rewriter=rewriter, gate=gate,
+    )
 
 
 def _echo_actions(actions) -> None:
@@ -62,7 +66,7 @@ def _echo_actions(actions) -> None:
 @click.pass_context
 @handle_errors
 def compact_cmd(ctx, session, policy_name, budget, high, low, keep_turns, rewriter_name, model, base_url,
-                plan_only, as_json) -> None:
+                gate, plan_only, as_json) -> None:
     """Compact a session once under a policy (or --plan: show what it would do).
 
     Every command it issues is an event with its trigger and strategy as the reason.
@@ -71,7 +75,7 @@ def compact_cmd(ctx, session, policy_name, budget, high, low, keep_turns, rewrit
     Example:
       ctxledger compact agent-42 --budget 8000 --plan
     """
-    compactor = _compactor(policy_name, budget, high, low, keep_turns, rewriter_name, model, base_url)
+    compactor = _compactor(policy_name, budget, high, low, keep_turns, rewriter_name, model, base_url, gate)
     with open_ledger(ctx) as ledger:
         s = ledger.session(session)
         result = compactor.plan(s) if plan_only else compactor.step(s)
@@ -86,7 +90,8 @@ def compact_cmd(ctx, session, policy_name, budget, high, low, keep_turns, rewrit
             return
         for t in result.triggers:
             click.echo(f"trigger: {t}")
-        click.echo(f"plan: {len(result.actions)} commands, projected {result.projected_tokens:,} tokens")
+        n = len(result.actions)
+        click.echo(f"plan: {n} command{'' if n == 1 else 's'}, projected {result.projected_tokens:,} tokens")
     else:
         click.echo(
             f"{result.session}: {result.tokens_before:,} -> {result.tokens_after:,} live tokens, "
@@ -135,7 +140,7 @@ def _summary(s) -> dict[str, Any]:
 @click.pass_context
 @handle_errors
 def replay_cmd(ctx, session, into, policy_name, budget, high, low, keep_turns, rewriter_name, model, base_url,
-               stop, as_json) -> None:
+               gate, stop, as_json) -> None:
     """Re-run a session's observations through another policy into a new session (a what-if).
 
     The source's own prunes and rewrites are not replayed; its marks are. The two sessions are
@@ -147,7 +152,7 @@ def replay_cmd(ctx, session, into, policy_name, budget, high, low, keep_turns, r
     """
     from engine.replay import replay
 
-    compactor = _compactor(policy_name, budget, high, low, keep_turns, rewriter_name, model, base_url)
+    compactor = _compactor(policy_name, budget, high, low, keep_turns, rewriter_name, model, base_url, gate)
     with open_ledger(ctx) as ledger:
         source = ledger.session(session)
         last = source.resolve_position(stop)
