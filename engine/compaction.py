@@ -520,7 +520,6 @@ class Compactor:
                 raise InvalidInputError(f"{st!r} is not a strategy (it needs a name and propose(ctx))")
         self.strategies = strategies
         self.name = name
-        self._orders: dict[Any, dict[tuple[str, int], int]] = {}
         if not isinstance(gate, bool):
             raise InvalidInputError(f"gate must be a bool, not {type(gate).__name__}")
         self.gate = gate  # run every rewrite and rederive through the grounding gate
@@ -561,7 +560,7 @@ class Compactor:
         )
         if not budget_trigger and not self._may_trigger(session):
             return Plan(**base)
-        ctx = Context(self._ordered(session), tokens, self, budget_trigger)
+        ctx = Context(session.spans(), tokens, self, budget_trigger)
         triggers = ([budget_trigger] if budget_trigger else []) + [t for st in self.strategies for t in st.triggers(ctx)]
         if not triggers:
             return Plan(**base)
@@ -576,22 +575,6 @@ class Compactor:
             )
         base["projected_tokens"] = ctx.projected
         return Plan(**base, triggers=tuple(triggers), actions=tuple(ctx.actions), note=note)
-
-    def _ordered(self, session: _Reader) -> list[Span]:
-        """The live spans in buffer order, like ``session.spans()``, but remembering each span's
-        order between steps: a derived span's order is a min over all its sources, which adds up
-        to the whole summarized history when summaries accumulate."""
-        known = self._orders.get(session.id, {})
-        orders: dict[tuple[str, int], int] = {}
-        for sp in session.state.live.values():
-            key = (sp.id, sp.position)
-            order = known.get(key)
-            orders[key] = sp.order if order is None else order
-        self._orders.pop(session.id, None)
-        self._orders[session.id] = orders
-        while len(self._orders) > 64:  # one compactor may serve many sessions: keep the recent ones
-            del self._orders[next(iter(self._orders))]
-        return sorted(session.state.live.values(), key=lambda sp: orders[(sp.id, sp.position)])
 
     def _may_trigger(self, session: _Reader) -> bool:
         """Cheap pre-check (no sort) for strategies with triggers of their own."""

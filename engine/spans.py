@@ -42,6 +42,16 @@ class Span(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     meta: dict[str, Any] = {}
     position: int = 0
     source_positions: tuple[int, ...] = ()
+    order: int = 0  # buffer order key; computed from the id and sources, never passed in
+
+    def __post_init__(self) -> None:
+        # An observed span sits at its observation number, a derived span where its earliest
+        # source was. Kept on the span because sorting the buffer needs it for every span.
+        if self.provenance is Provenance.OBSERVED or not self.sources:
+            key = int(self.id[1:]) if self.id[1:].isdigit() else 0
+        else:
+            key = min(int(s[1:]) for s in self.sources)
+        msgspec.structs.force_setattr(self, "order", key)
 
     @property
     def observed(self) -> bool:
@@ -50,14 +60,6 @@ class Span(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     @property
     def derived(self) -> bool:
         return self.provenance is Provenance.DERIVED
-
-    @property
-    def order(self) -> int:
-        """Buffer order: an observed span sits at its observation number, a derived span where its
-        earliest source was."""
-        if self.provenance is Provenance.OBSERVED:
-            return ordinal(self.id)
-        return min(ordinal(s) for s in self.sources)
 
 
 def ordinal(span_id: str) -> int:

@@ -9,6 +9,7 @@ leaves memory, so the state stays as small as the live buffer).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from uuid import UUID
@@ -59,8 +60,7 @@ class BufferState(msgspec.Struct, kw_only=True):
         return sorted(self.live.values(), key=_order)
 
 
-def _order(span: Span) -> int:
-    return span.order
+_order = operator.attrgetter("order")
 
 
 def span_from_event(ev: Event) -> Span:
