@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import os
 import sqlite3
@@ -114,6 +116,7 @@ def _parse_url(url: str, cipher_key: str | None) -> tuple[dict[str, str], str]:
         except OSError as e:
             raise StorageError(f"cannot read the cipher key file named by CTXLEDGER_CIPHER_KEY_FILE: {e.strerror}") from None
     if key:
+        _check_cipher_key(key)
         env["CIPHER_TOPIC"] = "eventsourcing.cryptography:AESCipher"
         env["CIPHER_KEY"] = key
     if url == "memory://" or url == "memory:":
@@ -147,10 +150,60 @@ def _parse_url(url: str, cipher_key: str | None) -> tuple[dict[str, str], str]:
         env["POSTGRES_MAX_OVERFLOW"] = query.get("max_overflow", "4")
         if "schema" in query:
             env["POSTGRES_SCHEMA"] = query["schema"]
+        env["APPLICATION_RECORDER_TOPIC"] = "engine.stores:PostgresApplicationRecorder"
         return env, ""
     raise InvalidInputError(
         f"unsupported store URL {url!r}: use memory://, sqlite:///path.db or postgresql://user@host/db"
     )
+
+
+def _check_cipher_key(key: Any) -> None:
+    """Refuse a malformed cipher key up front, without ever echoing it."""
+    usage = "it must be base64 of 16, 24 or 32 random bytes"
+    if not isinstance(key, str):
+        raise InvalidInputError(f"the cipher key must be a str; {usage}")
+    try:
+        raw = base64.b64decode(key.encode("utf-8"))
+    except (binascii.Error, ValueError, UnicodeEncodeError):
+        raise InvalidInputError(f"the cipher key is not valid base64; {usage}") from None
+    if len(raw) not in (16, 24, 32):
+        raise InvalidInputError(f"the cipher key decodes to {len(raw)} bytes; {usage}")
+
+
+@contextlib.contextmanager
+def postgres_ddl_lock(env: dict[str, str], url: str) -> Iterator[None]:
+    """Hold a PostgreSQL advisory lock (one per schema) for the block: tables are created by one
+    process at a time. Connecting first also reports a wrong password, an unknown database or a
+    server that is down at once, with the server's reason."""
+    conn = _probe_postgres(env, url)
+    try:
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", ("ctxledger:" + env.get("POSTGRES_SCHEMA", "public"),))
+        yield
+    finally:
+        conn.close()  # ending the session releases the lock, also if this process dies
+
+
+def _probe_postgres(env: dict[str, str], url: str):
+    """Connect once before eventsourcing's pool does: a wrong password, an unknown database or a
+    server that is down is reported at once, with the server's reason, instead of as the pool's
+    "couldn't get a connection" after its timeout. Returns the open (autocommit) connection."""
+    try:
+        import psycopg
+    except ImportError:
+        raise StorageError("PostgreSQL needs the postgres extra: pip install 'ctxledger[postgres]'") from None
+    try:
+        timeout = max(1, int(env["POSTGRES_CONNECT_TIMEOUT"]))
+    except ValueError:
+        raise InvalidInputError("connect_timeout in the store URL must be a whole number of seconds") from None
+    try:
+        return psycopg.connect(
+            host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"], dbname=env["POSTGRES_DBNAME"],
+            user=env["POSTGRES_USER"], password=env["POSTGRES_PASSWORD"], connect_timeout=timeout,
+            autocommit=True,
+        )
+    except psycopg.Error as e:
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise StoreUnavailableError(f"cannot connect to {_redact(url)}: the store is unavailable ({reason})") from None
 
 
 def _check_sqlite_file(path: str) -> None:
@@ -210,14 +263,23 @@ class Ledger:
         env, sqlite_path = _parse_url(url, cipher_key)
         if sqlite_path:
             _check_sqlite_file(sqlite_path)
-        try:
-            app = _App(env=env)
-        except LedgerError:
-            raise
-        except Exception as e:
-            raise _storage_error(e, f"cannot open {_redact(url)}") from None
-        ledger = cls(app, url, token_counter or default_counter())
-        ledger._check_mark()
+        postgres = env["PERSISTENCE_MODULE"] == "eventsourcing.postgres"
+        # Many processes may open a fresh PostgreSQL store at once: eventsourcing's CREATE TABLE /
+        # CREATE TYPE statements race (duplicate pg_type rows, "tuple concurrently updated"), so the
+        # tables are made, and the store marked, under an advisory lock.
+        with postgres_ddl_lock(env, url) if postgres else contextlib.nullcontext():
+            try:
+                app = _App(env=env)
+            except LedgerError:
+                raise
+            except Exception as e:
+                raise _storage_error(e, f"cannot open {_redact(url)}") from None
+            ledger = cls(app, url, token_counter or default_counter())
+            try:
+                ledger._check_mark()
+            except BaseException:
+                ledger.close()  # a refused store keeps no connections open
+                raise
         return ledger
 
     def _check_mark(self) -> None:
@@ -226,9 +288,23 @@ class Ledger:
             if rows:
                 if rows[0].topic != MARK_TOPIC:
                     raise NotALedgerError(f"{_redact(self.url)} is not a ctxledger store")
-                self._decode(rows[0])  # a wrong cipher key fails here, cleanly
+                try:
+                    self._decode(rows[0])  # a wrong cipher key fails here, cleanly
+                except CorruptLogError:
+                    if self._app.mapper.cipher is not None:
+                        raise CorruptLogError(
+                            f"cannot read {_redact(self.url)}: the cipher key does not decrypt this store "
+                            "(a wrong key, or the store is not encrypted)"
+                        ) from None
+                    raise CorruptLogError(
+                        f"cannot read {_redact(self.url)}: the store is encrypted (or corrupt); give its key "
+                        "with CTXLEDGER_CIPHER_KEY, CTXLEDGER_CIPHER_KEY_FILE or Ledger.open(url, cipher_key=...)"
+                    ) from None
                 return
-            if self._app.recorder.select_notifications(start=1, limit=1):
+            first = self._app.recorder.select_notifications(start=1, limit=1)
+            if first and first[0].topic == MARK_TOPIC and first[0].originator_id == _MARK_ID:
+                return  # another process marked the store between the two reads
+            if first:
                 raise NotALedgerError(
                     f"{_redact(self.url)} holds events of another application, not a ctxledger store"
                 )
@@ -289,15 +365,10 @@ class Ledger:
             raise DuplicateSessionError(f"a session named {name!r} already exists")
         payload = encode_payload(started)
         msgspec.structs.force_setattr(started, "originator_id", session_id)
-        if started.forked_from is None:
-            state = apply(None, started, lambda p: self._read_event(session_id, p))
-        else:
+        if started.forked_from is not None:
             self._forks[session_id] = (started.forked_from, started.fork_position)
-            state = self._fork_state(started) if parent_state is None else msgspec.structs.replace(
-                self._copy_state(parent_state), session_id=session_id, name=name, strict=started.strict,
-                started_at=started.at, forked_from=started.forked_from,
-                fork_position=started.fork_position, version=started.originator_version,
-            )
+        state = self._fork_state(started, parent_state) if started.forked_from is not None else None
+        state = apply(state, started, lambda p: self._read_event(session_id, p))
         session = Session(self, state, chain_hash(payload))
         session._pending.append(started)
         try:
@@ -380,9 +451,9 @@ class Ledger:
                 t = type(ev)
                 if t is SessionSnapshot:
                     state = ev.state
-                elif t is SessionStarted and ev.forked_from is not None:
-                    state = self._fork_state(ev)
                 else:
+                    if t is SessionStarted and ev.forked_from is not None and state is None:
+                        state = self._fork_state(ev)
                     state = apply(state, ev, load)
             return state
 
@@ -398,6 +469,11 @@ class Ledger:
             ) from None
         except LedgerError:
             raise
+        except (KeyError, AttributeError, TypeError, IndexError) as e:  # the fold hit an impossible event
+            raise CorruptLogError(
+                f"session {display or str(session_id)!r} does not replay from its log "
+                f"({type(e).__name__}: {e}); `ctxledger verify` names the first bad position"
+            ) from None
         except Exception as e:
             raise _storage_error(e, "cannot load the session") from None
         if state is None:
@@ -405,19 +481,11 @@ class Ledger:
         head = chain_hash(self._app.mapper.plaintext(head_rows[0]))
         return Session(self, state, head)
 
-    def _fork_state(self, started: SessionStarted) -> BufferState:
-        """A fork's first state: its parent's buffer at the fork position, under the fork's name."""
-        base = self._state_at(started.forked_from, started.fork_position)
-        return msgspec.structs.replace(
-            base,
-            session_id=started.originator_id,
-            name=started.name,
-            strict=started.strict,
-            started_at=started.at,
-            forked_from=started.forked_from,
-            fork_position=started.fork_position,
-            version=started.originator_version,
-        )
+    def _fork_state(self, started: SessionStarted, parent_state: BufferState | None = None) -> BufferState:
+        """The parent's buffer at the fork position: what a fork's own SessionStarted applies to."""
+        if parent_state is not None and parent_state.version == started.fork_position:
+            return parent_state
+        return self._state_at(started.forked_from, started.fork_position)
 
     def _state_at(self, session_id: UUID, n: int) -> BufferState:
         parent = self._parent(session_id)
@@ -438,14 +506,7 @@ class Ledger:
             return self._read_event(session_id, position)
 
         for ev in self._iter_events(session_id, 1, n, page=5000):
-            if type(ev) is SessionStarted and ev.forked_from is not None:
-                state = msgspec.structs.replace(
-                    state, session_id=ev.originator_id, name=ev.name, strict=ev.strict,
-                    started_at=ev.at, forked_from=ev.forked_from, fork_position=ev.fork_position,
-                    version=ev.originator_version,
-                )
-            else:
-                state = apply(state, ev, load)
+            state = apply(state, ev, load)
         return state
 
     @staticmethod
@@ -566,56 +627,98 @@ class Ledger:
             yield from rows
             gt = rows[-1].originator_version
 
+    def verify(self, session: str | UUID) -> VerifyResult:
+        """Walk a session's hash chain as stored, without loading its buffer (so a log too damaged
+        to replay can still be verified and the first bad position named)."""
+        if isinstance(session, UUID):
+            session_id = session
+        elif isinstance(session, str) and session:
+            session_id = session_uuid(session)
+            if not self._head_version(session_id):
+                with contextlib.suppress(ValueError):
+                    session_id = UUID(session)
+        else:
+            raise InvalidInputError(f"session name must be a non-empty str, not {session!r}")
+        if not self._head_version(session_id):
+            raise UnknownSessionError(f"no session named {str(session)!r} in {_redact(self.url)}")
+        return self._verify(session_id, None)
+
     def _verify(self, session_id: UUID, stop: int | None) -> VerifyResult:
         """Walk the chain: contiguous positions, decodable payloads whose embedded position matches
-        their row, each ``prev`` equal to the hash of the event before it."""
-        prev = b""
+        their row, each ``prev`` equal to the hash of the event before it.
+
+        ``first_bad_position`` is the earliest position the evidence implicates: a broken link
+        between p-1 and p is blamed on p-1 when the event after p still chains to p (p-1 was
+        changed), and on p when it does not (p was changed, or inserted: its successor chains to
+        p-1)."""
+        prev = b""  # the chain hash of the last good event (p-1)
+        before = b""  # the chain hash of the good event before it (p-2)
         expected = 1
         checked = 0
+
+        def fail(bad: int, reason: str) -> VerifyResult:
+            return VerifyResult(ok=False, position=checked, first_bad_position=bad, reason=reason)
+
+        def read(row: StoredEvent) -> tuple[bytes, Any]:
+            payload = self._app.mapper.plaintext(row)
+            return payload, decode_payload(row.topic, payload, None, row.originator_version)
+
         try:
-            for row in self._raw_events(session_id, stop):
+            rows = self._raw_events(session_id, stop)
+            for row in rows:
                 position = row.originator_version
                 if position != expected:
                     bad = expected if position > expected else position
-                    return VerifyResult(
-                        ok=False, position=checked, first_bad_position=bad,
-                        reason=f"position {expected} is missing (next stored position is {position})",
-                    )
+                    return fail(bad, f"position {expected} is missing (next stored position is {position})")
                 try:
-                    payload = self._app.mapper.plaintext(row)
-                    ev = decode_payload(row.topic, payload, None, position)
+                    payload, ev = read(row)
                 except Exception as e:
-                    return VerifyResult(
-                        ok=False, position=checked, first_bad_position=position,
-                        reason=f"event at position {position} cannot be read: {_message(e)}",
-                    )
+                    return fail(position, f"event at position {position} cannot be read: {_message(e)}")
                 if not isinstance(ev, Event):
-                    return VerifyResult(
-                        ok=False, position=checked, first_bad_position=position,
-                        reason=f"position {position} holds a {row.topic}, not a session event",
-                    )
+                    return fail(position, f"position {position} holds a {row.topic}, not a session event")
                 if ev.originator_version != position:
-                    return VerifyResult(
-                        ok=False, position=checked, first_bad_position=position,
-                        reason=f"the event stored at position {position} was written for position "
+                    if position > 1 and ev.originator_version == position - 1 and ev.prev == before:
+                        return fail(
+                            position - 1,
+                            f"an event was inserted at position {position - 1}: the events after it were "
+                            f"moved up by one (the event stored at {position} was written for {position - 1})",
+                        )
+                    return fail(
+                        position,
+                        f"the event stored at position {position} was written for position "
                         f"{ev.originator_version} (events were moved or reordered)",
                     )
                 is_start = isinstance(ev, SessionStarted)
                 fork_start = is_start and ev.forked_from is not None and ev.fork_position == position - 1
                 if (position == 1 and not is_start) or (is_start and position != 1 and not fork_start):
-                    return VerifyResult(
-                        ok=False, position=checked, first_bad_position=position,
-                        reason=f"position {position} holds a {type(ev).__name__}; "
+                    return fail(
+                        position,
+                        f"position {position} holds a {type(ev).__name__}; "
                         "a session's log starts with exactly one SessionStarted",
                     )
                 if ev.prev != prev:
-                    bad = position - 1 if position > 1 else 1
-                    return VerifyResult(
-                        ok=False, position=checked, first_bad_position=bad,
-                        reason=f"the event at position {position} does not chain to the event before it: "
-                        f"position {bad} was changed, replaced or inserted",
+                    if position == 1:
+                        return fail(1, "the first event does not start a chain: position 1 was changed")
+                    successor = None
+                    with contextlib.suppress(Exception):
+                        nxt = next(rows, None)
+                        if nxt is not None and nxt.originator_version == position + 1:
+                            successor = read(nxt)[1]
+                    if successor is not None and successor.prev == chain_hash(payload):
+                        bad, why = position - 1, f"position {position - 1} was changed"
+                    elif successor is not None and successor.prev == prev:
+                        bad, why = position, (
+                            f"position {position} was inserted or replaced (the event after it chains to "
+                            f"position {position - 1})"
+                        )
+                    elif successor is not None:
+                        bad, why = position, f"position {position} was changed (no event chains to it)"
+                    else:
+                        bad, why = position - 1, f"position {position - 1} was changed, or {position} replaced"
+                    return fail(
+                        bad, f"the event at position {position} does not chain to the event before it: {why}"
                     )
-                prev = chain_hash(payload)
+                before, prev = prev, chain_hash(payload)
                 checked = position
                 expected += 1
         except LedgerError:
@@ -623,10 +726,7 @@ class Ledger:
         except Exception as e:
             raise _storage_error(e, "cannot read the log") from None
         if stop is not None and checked < stop:
-            return VerifyResult(
-                ok=False, position=checked, first_bad_position=checked + 1,
-                reason=f"the log ends at position {checked}; expected {stop} events",
-            )
+            return fail(checked + 1, f"the log ends at position {checked}; expected {stop} events")
         return VerifyResult(ok=True, position=checked, head=prev.hex())
 
 
@@ -647,7 +747,7 @@ def _message(e: BaseException) -> str:
 
 
 def _storage_error(e: BaseException, what: str) -> StorageError:
-    text = _message(e)
+    text = " ".join(_message(e).split())  # one line: drivers add DETAIL/HINT lines
     if isinstance(e, (OperationalError, ConnectionError, TimeoutError)) or "connect" in text.lower():
         return StoreUnavailableError(f"{what}: the store is unavailable ({type(e).__name__}: {text})")
     if isinstance(e, sqlite3.DatabaseError) and "not a database" in text:

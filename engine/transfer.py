@@ -162,20 +162,89 @@ def _check_replay(parsed: list[tuple[int, Line, Event]]) -> None:
             raise ImportFormatError(
                 f"line {number}: a strict session cannot hold a rewrite of derived spans", line=number
             )
+        _check_event(state, ev, number, events)
         try:
-            if isinstance(ev, SessionStarted) and ev.forked_from is not None:
-                state = msgspec.structs.replace(
-                    state, name=ev.name, strict=ev.strict, forked_from=ev.forked_from,
-                    fork_position=ev.fork_position, version=ev.originator_version,
-                )
-            else:
-                state = apply(state, ev, lambda p: events[p - 1])
+            state = apply(state, ev, lambda p: events[p - 1])
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
             raise ImportFormatError(
                 f"line {number}: {line.type} at position {line.position} does not apply to the buffer "
                 f"({type(e).__name__}: {e})",
                 line=number,
             ) from None
+
+
+def _check_event(state: Any, ev: Event, number: int, events: list[Event]) -> None:
+    """Hold an imported event to the input rules the write side checks before it emits one: a
+    file whose hashes were recomputed by hand must still hold valid text, roles, kinds, meta,
+    labels, span ids in sequence, and prune/restore/expand pointers to the right events. What a
+    rewrite claims about its sources is left to the audit to report (imported histories of
+    other tools are audited, not refused)."""
+    from engine import validate
+    from engine.errors import InvalidInputError
+    from engine.events import Expanded, Marked, Observed, Pruned, Rederived, Restored, RewriteRefused
+    from engine.session import _check_tool_shape
+    from engine.spans import Provenance
+
+    def bad(why: str) -> ImportFormatError:
+        return ImportFormatError(f"line {number}: {type(ev).__name__} at position {ev.originator_version}: {why}", line=number)
+
+    def live(span_id: str):
+        span = state.live.get(span_id) if state is not None else None
+        if span is None:
+            raise bad(f"{span_id!r} is not a live span there")
+        return span
+
+    try:
+        validate.optional_str(ev.by, "by")
+        validate.optional_str(ev.reason, "reason", limit=100_000)
+        t = type(ev)
+        if t is SessionStarted:
+            validate.label(ev.name, "session name")
+            return
+        if state is None:
+            raise bad("the log does not start with SessionStarted")
+        if t in (Observed, Rewritten, Rederived):
+            validate.text(ev.text)
+            validate.role(ev.role)
+            validate.meta(ev.meta)
+            if isinstance(ev.tokens, bool) or ev.tokens < 0:
+                raise bad(f"tokens must be a non-negative int, not {ev.tokens!r}")
+        if t is Observed:
+            validate.kind(ev.kind, ("message", "tool_call", "tool_result"))
+            _check_tool_shape(ev.role, ev.kind, ev.meta)
+            if ev.span_id != f"o{state.n_obs + 1}":
+                raise bad(f"the next observed span is o{state.n_obs + 1}, not {ev.span_id!r}")
+        elif t is Rewritten:
+            # Its inputs must be live (the fold checks that); whether its sources, generation and
+            # violation flag agree with them is the audit's to report, not a reason to refuse.
+            if ev.span_id != f"d{state.n_der + 1}":
+                raise bad(f"the next derived span is d{state.n_der + 1}, not {ev.span_id!r}")
+            validate.span_ids(ev.inputs)
+        elif t is Rederived:
+            if live(ev.span_id).provenance is not Provenance.DERIVED:
+                raise bad(f"{ev.span_id} is observed; only derived spans are re-derived")
+        elif t is Pruned:
+            if live(ev.span_id).position != ev.content_position:
+                raise bad(f"content_position {ev.content_position} is not where {ev.span_id}'s text is")
+        elif t is Restored:
+            if ev.span_id in state.live:
+                raise bad(f"{ev.span_id} is live already")
+            if not 1 <= ev.content_position < ev.originator_version or getattr(
+                events[ev.content_position - 1], "span_id", None) != ev.span_id or not isinstance(
+                events[ev.content_position - 1], (Observed, Rewritten, Rederived)):
+                raise bad(f"content_position {ev.content_position} does not hold {ev.span_id}'s text")
+        elif t is Expanded:
+            span = live(ev.span_id)
+            if span.provenance is not Provenance.DERIVED or (tuple(ev.restored), tuple(ev.restored_positions)) != (
+                span.sources, span.source_positions) or any(i in state.live for i in ev.restored):
+                raise bad("an expansion restores exactly the derived span's sources, none of them live")
+        elif t is Marked:
+            validate.label(ev.label)
+        elif t is RewriteRefused:
+            if ev.command not in ("rewrite", "rederive"):
+                raise bad(f"unknown command {ev.command!r}")
+    except InvalidInputError as e:
+        raise bad(e.message) from None
 
 
 def import_lines(ledger: Ledger, source: Any) -> Session:

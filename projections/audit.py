@@ -39,7 +39,6 @@ from engine.events import (
     SessionStarted,
 )
 from engine.spans import Provenance, Span
-from projections._replay import step
 from projections.buffer import apply
 from projections.buffer import BufferState
 from projections.grounding import MERGED, check
@@ -246,7 +245,7 @@ class _Fold:
                     self.source_texts.pop(ev.span_id, None)
                 elif t is RewriteRefused:
                     self._refused(ev)
-                self.state = step(self.state, ev, load)
+                self.state = apply(self.state, ev, load)
             except (KeyError, TypeError, AttributeError, ValueError, IndexError, LedgerError) as e:
                 position = ev.originator_version
                 self.failed_at = position

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from engine.errors import InvalidInputError
+from projections.buffer import apply
 from engine.events import Event, Expanded, Observed, Pruned, Rederived, Rewritten
 from engine.spans import Provenance, Span
-from projections._replay import step
 
 if TYPE_CHECKING:
     from engine.session import _Reader
@@ -119,7 +119,7 @@ def blame(reader: _Reader, text: str) -> list[BlameHit]:
             span = state.live.get(ev.span_id)
             if span is not None and has(span.text) and not any(p in observed_with for p in ev.restored_positions):
                 removed[span.id] = (span, ev, "expanded into originals that do not contain it")
-        state = step(state, ev, load)
+        state = apply(state, ev, load)
 
     hits: list[BlameHit] = []
     live_ids = set()

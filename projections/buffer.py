@@ -135,6 +135,14 @@ def apply(state: BufferState | None, ev: Event, load: Loader) -> BufferState:
         state.refusals += 1
     elif t is Marked:
         state.marks[ev.label] = ev.originator_version
+    elif t is SessionStarted and ev.forked_from is not None and state is not None:
+        # A fork's log is its parent's events up to the fork, then its own SessionStarted:
+        # that one renames the buffer instead of emptying it.
+        state = msgspec.structs.replace(
+            state, session_id=ev.originator_id, name=ev.name, strict=ev.strict, started_at=ev.at,
+            forked_from=ev.forked_from, fork_position=ev.fork_position,
+            live=dict(state.live), marks=dict(state.marks),
+        )
     elif t is SessionStarted:
         state = BufferState(
             session_id=ev.originator_id,

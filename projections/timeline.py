@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from projections.buffer import apply
 from engine.events import Expanded, Observed, Pruned, Rederived, Restored, Rewritten
 from engine.spans import Provenance
-from projections._replay import step
 
 if TYPE_CHECKING:
     from engine.session import _Reader
@@ -70,7 +70,7 @@ def timeline(reader: _Reader) -> Timeline:
                     k = span.provenance is Provenance.DERIVED
                     counts[k] -= 1
                     tokens[k] -= span.tokens
-        state = step(state, ev, load)
+        state = apply(state, ev, load)
         for i in ids:
             span = state.live.get(i)
             if span is not None:
