@@ -13,16 +13,18 @@ A checkpoint file holds one JSON object per line (append as many as you like)::
      "head": "<32 hex>", "prev": "<32 hex>", "signed_at": "2026-11-12T09:30:00Z",
      "key_id": "<16 hex>", "signature": "<base64 of 64 bytes>"}
 
-The signature covers exactly these UTF-8 bytes (lines joined by ``\\n``, no trailing newline),
-so a third party can check it with any Ed25519 implementation (``statement()`` builds them)::
+The signature covers exactly these ASCII bytes (lines joined by ``\\n``, no trailing newline), so a
+third party can check it with any Ed25519 implementation, e.g. openssl (``statement()`` builds them)::
 
     ctxledger-checkpoint/1
     session_id=<uuid>
-    session=<name as a JSON string>
     position=<decimal>
     head=<hex>
     prev=<hex, empty at position 1>
     signed_at=<the signed_at field, verbatim>
+
+The session's name is bound through its id (a session id is the UUIDv5 of its name): a checkpoint
+whose name does not give its id is refused.
 
 What a checkpoint proves: events 1..N are exactly the ones that existed when it was signed. Events
 after the newest checkpoint are protected by the chain alone.
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
@@ -42,7 +43,7 @@ from uuid import UUID
 
 import msgspec
 
-from engine.errors import CorruptLogError, ImportFormatError, InvalidInputError, LedgerError, UnknownSessionError
+from engine.errors import CorruptLogError, ImportFormatError, InvalidInputError, UnknownSessionError
 from engine.session import VerifyResult
 
 if TYPE_CHECKING:
@@ -89,7 +90,6 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
             [
                 FORMAT,
                 f"session_id={self.session_id}",
-                f"session={json.dumps(self.session)}",
                 f"position={self.position}",
                 f"head={self.head}",
                 f"prev={self.prev}",
@@ -234,8 +234,12 @@ def sign(session: _Reader, private_key: Any, *, at: datetime | None = None) -> C
 
 def signature_ok(checkpoint: Checkpoint, public_key: Any) -> bool:
     """Whether the checkpoint's signature is valid for ``public_key``."""
+    from engine.ledger import session_uuid
+
     _, _, InvalidSignature = _crypto()
     key = load_public_key(public_key)
+    if not isinstance(checkpoint.session, str) or session_uuid(checkpoint.session) != checkpoint.session_id:
+        return False  # the name is bound to the signed id: it cannot be swapped
     try:
         signature = base64.b64decode(checkpoint.signature, validate=True)
     except ValueError:
@@ -338,7 +342,7 @@ def _compare(
             return _fail(
                 length, length + 1,
                 f"the log ends at position {length}, but the {cp.describe()} covers {cp.position} events: "
-                f"events {length + 1}..{cp.position} were deleted",
+                + (f"event {cp.position} was deleted" if cp.position == length + 1 else f"events {length + 1}..{cp.position} were deleted"),
                 head,
             )
         if hash_at(cp.position) == cp.head:
@@ -435,11 +439,3 @@ def check_export(source: Any, checkpoints: Iterable[Checkpoint], public_key: Any
         raise InvalidInputError(f"no checkpoint of session {names[target]!r} (the export's session) was given")
     h, p = hashes[target], prevs[target]
     return [(names[target], _compare(mine, public_key, length, h[length], lambda q: h[q], lambda q: p[q] if q > 1 else ""))]
-
-
-def check_quietly(fn: Callable[[], VerifyResult]) -> VerifyResult:
-    """Run a check, turning a storage error into a failed result (for ``verify --all``)."""
-    try:
-        return fn()
-    except LedgerError as e:
-        return _fail(0, e.position, e.message)

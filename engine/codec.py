@@ -34,6 +34,12 @@ __all__ = [
 
 TOPIC_PREFIX = "ctxledger:"
 SNAPSHOT_TOPIC = TOPIC_PREFIX + "Snapshot"
+
+
+def _one_line(e: BaseException) -> str:
+    """A dependency's error text fit for a one-line message (control characters escaped: the
+    text can quote field names taken from hostile input)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(e))
 MARK_TOPIC = TOPIC_PREFIX + "LedgerCreated"
 
 
@@ -91,7 +97,7 @@ def decode_payload(topic: str, payload: bytes, originator_id: Any = None, positi
         obj = decoder.decode(payload)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise CorruptLogError(
-            f"event at position {position} does not decode as {topic}: {e}", position=position
+            f"event at position {position} does not decode as {topic!r}: {_one_line(e)}", position=position
         ) from None
     if originator_id is not None:
         msgspec.structs.force_setattr(obj, "originator_id", originator_id)
@@ -155,7 +161,7 @@ class EventMapper(Mapper):
                 ev = _DECODERS[topic].decode(data)
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
                 raise CorruptLogError(
-                    f"event at position {position} does not decode as {topic}: {e}", position=position
+                    f"event at position {position} does not decode as {topic!r}: {_one_line(e)}", position=position
                 ) from None
             force(ev, "originator_id", originator_id)
             yield ev

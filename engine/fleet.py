@@ -20,6 +20,7 @@ batch is discarded and re-read.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
@@ -27,7 +28,7 @@ from typing import Any
 from uuid import UUID
 
 import msgspec
-from eventsourcing.persistence import InfrastructureFactory, IntegrityError, Tracking
+from eventsourcing.persistence import InfrastructureFactory, IntegrityError, OperationalError, Tracking
 from eventsourcing.postgres import PostgresTrackingRecorder
 from eventsourcing.projection import Projection, ProjectionRunner
 from eventsourcing.sqlite import SQLiteTrackingRecorder
@@ -36,7 +37,7 @@ from eventsourcing.utils import Environment
 from engine.codec import TOPICS, EventMapper
 from engine.errors import CorruptLogError, InvalidInputError, LedgerError, StorageError
 from engine.events import EVENT_TYPES, Event
-from engine.ledger import Ledger, _App, _message, _storage_error
+from engine.ledger import Ledger, _App, _storage_error, postgres_ddl_lock
 from projections.fleet import AuditHook, Finding, FleetRow, audit_findings, fold, needs_audit, unreadable
 
 __all__ = [
@@ -107,6 +108,17 @@ class SQLiteFleetView(SQLiteTrackingRecorder):
             "last_drift_at TEXT, last_refusal_at TEXT, row TEXT NOT NULL)",
             f"CREATE INDEX IF NOT EXISTS {VIEW_TABLE}_last_drift_at ON {VIEW_TABLE} (last_drift_at)",
         ]
+
+    def create_table(self) -> None:
+        # In one write transaction, so processes opening a fresh file at once cannot both decide
+        # the tables are missing and both insert the migration row (eventsourcing's own
+        # create_table reads first, then writes).
+        with self.datastore.transaction(commit=True) as c:
+            for statement in self.create_table_statements:
+                c.execute(statement)
+            c.execute(f"INSERT OR IGNORE INTO {TRACKING_TABLE} VALUES (?, 1)", (self.table_migration_identifier,))
+        self.tracking_table_exists = True
+        self.tracking_migration_previous = self.tracking_migration_current = 1
 
     def load(self, session_ids: Iterable[UUID]) -> tuple[int | None, dict[UUID, FleetRow]]:
         """(tracked notification id, rows of these sessions), read in one transaction."""
@@ -233,17 +245,16 @@ class PostgresFleetView(PostgresTrackingRecorder):
             rec = curs.fetchone()
             if (rec["notification_id"] if rec else None) != expected:
                 raise _Moved
-            curs.executemany(
-                self._upsert,
-                [
+            for r in rows:  # one statement per row: psycopg's executemany pipelines (see engine.stores)
+                curs.execute(
+                    self._upsert,
                     (
                         r.session_id, r.name, r.position, r.events, r.refusals, r.violations, r.drift,
                         r.unreadable, _utc(r.last_event_at), _utc(r.last_drift_at), _utc(r.last_refusal_at),
                         _row_encoder.encode(r).decode(),
-                    )
-                    for r in rows
-                ],
-            )
+                    ),
+                    prepare=True,
+                )
             self._insert_tracking(curs, tracking)
 
     def select(self, *, since: datetime | None, drifted: bool, flagged: bool) -> list[FleetRow]:
@@ -339,6 +350,13 @@ class _Folder:
 # -- the public face -------------------------------------------------------------------------------
 
 
+def _ddl_lock(env: dict[str, str], ledger: Ledger) -> Any:
+    """Tables are created one process at a time on PostgreSQL (see ``Ledger.open``)."""
+    if env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres":
+        return postgres_ddl_lock(env, ledger.url)
+    return contextlib.nullcontext()
+
+
 def _view_env(ledger_env: dict[str, str]) -> Environment:
     return Environment(PROJECTION_NAME, {k: v for k, v in ledger_env.items() if k not in ("CIPHER_KEY", "CIPHER_TOPIC")})
 
@@ -359,16 +377,23 @@ class Fleet:
         self.ledger = ledger
         env = dict(ledger._app.env)
         cls = _view_class(env)
-        try:
-            self.view = InfrastructureFactory.construct(env=_view_env(env)).tracking_recorder(cls)
-        except LedgerError:
-            raise
-        except Exception as e:
-            raise _storage_error(e, "cannot open the fleet view") from None
+        for attempt in range(5):
+            try:
+                with _ddl_lock(env, ledger):
+                    self.view = InfrastructureFactory.construct(env=_view_env(env)).tracking_recorder(cls)
+                break
+            except LedgerError:
+                raise
+            except OperationalError as e:  # SQLite: another process changed the file mid-create
+                if attempt == 4:
+                    raise _storage_error(e, "cannot open the fleet view") from None
+                time.sleep(0.05 * (attempt + 1))
+            except Exception as e:
+                raise _storage_error(e, "cannot open the fleet view") from None
         self._folder = _Folder(self.view, ledger, audit)
 
     def close(self) -> None:
-        self.view.datastore.close() if hasattr(self.view.datastore, "close") else None
+        self.view.datastore.close()
 
     def __enter__(self) -> Fleet:
         return self
@@ -474,12 +499,15 @@ def follow(ledger: Ledger, *, audit: AuditHook | None = audit_findings) -> Proje
         raise InvalidInputError("following the log live needs PostgreSQL; on SQLite call Fleet.catch_up() in a loop")
     projection = type("FleetProjection", (FleetProjection,), {"name": PROJECTION_NAME, "ledger": ledger, "audit": audit})
     try:
-        return ProjectionRunner(
-            application_class=_FollowApp,
-            projection_class=projection,
-            view_class=PostgresFleetView,
-            env=env,
-        )
+        with _ddl_lock(env, ledger):
+            return ProjectionRunner(
+                application_class=_FollowApp,
+                projection_class=projection,
+                view_class=PostgresFleetView,
+                env=env,
+            )
+    except LedgerError:
+        raise
     except Exception as e:
         raise _storage_error(e, "cannot start following the log") from None
 
@@ -493,7 +521,3 @@ def poll(fleet: Fleet, *, interval: float = 1.0, stop: Any = None) -> Iterator[i
             stop.wait(interval)
         else:
             time.sleep(interval)
-
-
-def message(e: BaseException) -> str:
-    return _message(e)

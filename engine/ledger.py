@@ -7,6 +7,7 @@ import binascii
 import contextlib
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -268,12 +269,20 @@ class Ledger:
         # CREATE TYPE statements race (duplicate pg_type rows, "tuple concurrently updated"), so the
         # tables are made, and the store marked, under an advisory lock.
         with postgres_ddl_lock(env, url) if postgres else contextlib.nullcontext():
-            try:
-                app = _App(env=env)
-            except LedgerError:
-                raise
-            except Exception as e:
-                raise _storage_error(e, f"cannot open {_redact(url)}") from None
+            for attempt in range(20):
+                try:
+                    app = _App(env=env)
+                    break
+                except LedgerError:
+                    raise
+                except OperationalError as e:
+                    # Processes opening a fresh SQLite file at once contend for switching it to WAL
+                    # and creating the table; SQLite answers "database is locked" without waiting.
+                    if not sqlite_path or "locked" not in str(e) or attempt == 19:
+                        raise _storage_error(e, f"cannot open {_redact(url)}") from None
+                    time.sleep(0.02 * (attempt + 1))
+                except Exception as e:
+                    raise _storage_error(e, f"cannot open {_redact(url)}") from None
             ledger = cls(app, url, token_counter or default_counter())
             try:
                 ledger._check_mark()

@@ -18,11 +18,13 @@ from engine.codec import chain_hash, encode_payload
 from engine.errors import (
     ConcurrencyError,
     InvalidInputError,
+    LedgerError,
     PositionOutOfRangeError,
     RewritePolicyError,
     RewriterError,
     SpanNotLiveError,
     SpanStateError,
+    StoreUnavailableError,
     UnknownSpanError,
 )
 from engine.events import (
@@ -358,6 +360,7 @@ class Session(_Reader):
 
     def __init__(self, ledger: Ledger, state: BufferState, head: bytes):
         self._ledger = ledger
+        self._stale = False
         self._state = state
         self._head = head
         self._pending: list[Event] = []
@@ -365,8 +368,21 @@ class Session(_Reader):
         self._batch_depth = 0
         self.bytes_since_snapshot = 0
 
+    @property
+    def _state(self) -> BufferState:
+        # After a failed write whose reload failed too (the store went away), the in-memory state
+        # still holds the unsaved events: read the session back before anything builds on it.
+        if self._stale:
+            self._reload()
+        return self._live_state
+
+    @_state.setter
+    def _state(self, state: BufferState) -> None:
+        self._live_state = state
+
     def __repr__(self) -> str:
-        return f"<Session {self.name!r} at {self.position}: {len(self._state.live)} live spans>"
+        state = self._live_state
+        return f"<Session {state.name!r} at {state.version}: {len(state.live)} live spans>"
 
     # eventsourcing's aggregate protocol -----------------------------------------------------
 
@@ -402,20 +418,26 @@ class Session(_Reader):
     def _flush(self) -> None:
         if not self._pending:
             return
+        pending = list(self._pending)  # app.save() collects (empties) _pending before it writes
         try:
             self._ledger._save(self)
-        except BaseException:
+        except BaseException as e:
             prepared = self._ledger._app.mapper.prepared
-            for ev in self._pending:
+            for ev in pending:
                 prepared.pop(id(ev), None)
-            self._reload()
+            self._pending = []
+            self._stale = True
+            if not isinstance(e, StoreUnavailableError):  # a vanished store: reload on next use
+                with contextlib.suppress(LedgerError):
+                    self._reload()
             raise
 
     def _reload(self) -> None:
         """Throw away unsaved state and read the session back from the store."""
         self._pending = []
-        fresh = self._ledger._load_session(self.id)
-        self._state, self._head = fresh._state, fresh._head
+        fresh = self._ledger._load_session(self._live_state.session_id)
+        self._live_state, self._head = fresh._live_state, fresh._head
+        self._stale = False
         self.bytes_since_snapshot = 0
 
     def refresh(self) -> Session:

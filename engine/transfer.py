@@ -32,6 +32,12 @@ __all__ = ["export_lines", "import_lines", "MAX_LINE_BYTES"]
 MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
+def _one_line(e: BaseException) -> str:
+    """A dependency's error text fit for a one-line message (control characters escaped: the
+    text can quote field names taken from hostile input)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(e))
+
+
 class Line(msgspec.Struct, forbid_unknown_fields=True):
     session: str
     session_id: UUID
@@ -94,14 +100,14 @@ def _parse(source: Any) -> list[tuple[int, Line, Event]]:
             try:
                 line = _line_decoder.decode(raw)
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
-                raise ImportFormatError(f"line {number} is not a ctxledger export line: {e}", line=number) from None
+                raise ImportFormatError(f"line {number} is not a ctxledger export line: {_one_line(e)}", line=number) from None
             decoder = _event_decoders.get(line.type)
             if decoder is None:
                 raise ImportFormatError(f"line {number}: unknown event type {line.type!r}", line=number)
             try:
                 ev = decoder.decode(line.event)
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
-                raise ImportFormatError(f"line {number}: bad {line.type} event: {e}", line=number) from None
+                raise ImportFormatError(f"line {number}: bad {line.type} event: {_one_line(e)}", line=number) from None
             if ev.originator_id is not None:
                 raise ImportFormatError(f"line {number}: events carry no session id inside", line=number)
             parsed.append((number, line, ev))
@@ -168,7 +174,7 @@ def _check_replay(parsed: list[tuple[int, Line, Event]]) -> None:
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
             raise ImportFormatError(
                 f"line {number}: {line.type} at position {line.position} does not apply to the buffer "
-                f"({type(e).__name__}: {e})",
+                f"({type(e).__name__}: {_one_line(e)})",
                 line=number,
             ) from None
 

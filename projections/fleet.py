@@ -47,12 +47,10 @@ __all__ = [
     "audit_findings",
     "needs_audit",
     "MAX_FINDINGS",
-    "DRIFT_KINDS",
 ]
 
 MAX_FINDINGS = 50  # the newest structural findings kept per row; the counts are never capped
-DRIFT_KINDS_STRUCTURAL = ("violation",)
-DRIFT_KINDS = DRIFT_KINDS_STRUCTURAL  # audit findings always count as drift
+IGNORED_AUDIT_KINDS = frozenset({"rewrite-refused"})  # attempts, counted by the fold as refusals
 
 
 class Finding(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -93,8 +91,9 @@ class FleetRow(msgspec.Struct, kw_only=True, omit_defaults=True):
 
     @property
     def drift(self) -> int:
-        """Drift that happened: violations in permissive sessions plus audit findings."""
-        return self.violations + len(self.audit)
+        """Drift that happened: the audit's findings once an audit ran (they include the
+        structural violations), else the violations recorded in permissive sessions."""
+        return len(self.audit) if self.audited_position else self.violations
 
     @property
     def drifted(self) -> bool:
@@ -195,41 +194,43 @@ def needs_audit(ev: Event) -> bool:
 AuditHook = Callable[[Any], list[Finding]]
 
 
-def _as_dict(obj: Any) -> dict[str, Any]:
-    if isinstance(obj, dict):
-        return obj
-    try:
-        d = msgspec.to_builtins(obj, enc_hook=str)
-    except (TypeError, msgspec.EncodeError):
-        d = None
-    if isinstance(d, dict):
-        return d
-    return {k: getattr(obj, k) for k in dir(obj) if not k.startswith("_") and not callable(getattr(obj, k))}
+def _first(d: dict[str, Any], *keys: str) -> Any:
+    for k in keys:
+        v = d.get(k)
+        if isinstance(v, (list, tuple)):
+            v = v[0] if v else None
+        if v not in (None, ""):
+            return v
+    return None
 
 
 def audit_findings(reader: Any) -> list[Finding]:
-    """Findings of ``projections.audit.audit(reader)`` as fleet findings; [] if that module is
-    not installed. Only kinds, positions and span ids are kept (no span text)."""
+    """The drift findings of ``projections.audit.audit(reader)`` as fleet findings ([] if that
+    module is not installed): errors and warnings, except recorded refusals (the fold counts those
+    as attempts). Only kinds, positions and span ids are kept: never the offending text."""
     try:
         from projections.audit import audit
     except ImportError:
         return []
     report = audit(reader)
-    items = getattr(report, "findings", report)
-    if items is None or isinstance(items, (str, bytes, dict)):
-        return []
     out = []
-    for item in items:
-        d = _as_dict(item)
-        kind = str(d.get("kind") or d.get("type") or type(item).__name__)
-        position = d.get("position") or d.get("at_position") or 0
-        span_id = d.get("span_id") or d.get("span") or ""
+    for item in getattr(report, "findings", ()) or ():
+        d = msgspec.to_builtins(item, enc_hook=str) if not isinstance(item, dict) else item
+        if not isinstance(d, dict):
+            continue
+        severity = d.get("severity", "error")
+        kind = str(d.get("kind") or type(item).__name__)
+        if severity not in ("error", "warning") or kind in IGNORED_AUDIT_KINDS:
+            continue
+        position = _first(d, "positions", "position")
+        span_id = _first(d, "span_ids", "span_id")
+        category = d.get("category") or ""
         out.append(
             Finding(
                 kind=kind,
                 position=position if isinstance(position, int) else 0,
                 span_id=span_id if isinstance(span_id, str) else "",
-                detail=kind,
+                detail=f"{severity} from the audit" + (f" ({category})" if category else ""),
                 source="audit",
             )
         )

@@ -3,5 +3,8 @@
 from engine.cli._app import main
 from engine.cli import core  # noqa: F401  (registers: sessions, log, show, verify, export, import, mark)
 from engine.cli import compaction  # noqa: F401  (registers: compact, replay)
+from engine.cli import ops  # noqa: F401  (registers: fleet, keygen, checkpoint, verify-checkpoint)
+from engine.cli import forensics  # noqa: F401  (registers: audit, blame, lineage, diff, timeline)
 
 __all__ = ["main"]
+from engine.cli import demo  # noqa: F401  (registers: demo, report)

@@ -191,10 +191,17 @@ def show_cmd(ctx, session, at, fmt, as_json) -> None:
 @click.argument("session", required=False)
 @click.option("--all", "all_sessions", is_flag=True, help="Verify every session in the store.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--checkpoint", "checkpoint_file", type=click.Path(dir_okay=False), default=None,
+              help="Also hold the log against the signed checkpoints in this file (see `ctxledger checkpoint`).")
+@click.option("--public-key", type=click.Path(dir_okay=False), default=None,
+              help="The Ed25519 public key the checkpoints were signed with (PEM).")
 @click.pass_context
 @handle_errors
-def verify_cmd(ctx, session, all_sessions, as_json) -> None:
+def verify_cmd(ctx, session, all_sessions, as_json, checkpoint_file, public_key) -> None:
     """Walk the hash chain of a session's log; exit 1 and name the first bad position if it breaks.
+
+    With --checkpoint and --public-key the log is also held against signed checkpoints, which
+    catches what a chain cannot: a changed or deleted last event, or a recomputed chain.
 
     \b
     Example:
@@ -203,12 +210,22 @@ def verify_cmd(ctx, session, all_sessions, as_json) -> None:
     if not session and not all_sessions:
         raise click.UsageError("name a SESSION or pass --all")
     with open_ledger(ctx) as ledger:
-        names = [i.name for i in ledger.sessions()] if all_sessions else [session]
-        results = []
-        with progress("verifying", len(names)) as advance:
-            for name in names:
-                results.append((name, ledger.session(name).verify()))
-                advance(1)
+        if checkpoint_file or public_key:
+            from engine.cli.ops import verify_against_checkpoints
+
+            results = verify_against_checkpoints(
+                ledger, None if all_sessions else session, checkpoint_file, public_key
+            )
+            all_sessions = all_sessions or len(results) != 1
+        else:
+            from engine.cli.ops import stored_sessions
+
+            names = stored_sessions(ledger) if all_sessions else [session]
+            results = []
+            with progress("verifying", len(names)) as advance:
+                for name in names:
+                    results.append((name, ledger.verify(name)))
+                    advance(1)
     bad = [r for r in results if not r[1].ok]
     if as_json:
         payload = [{"session": n, **to_builtins(r)} for n, r in results]
@@ -216,7 +233,7 @@ def verify_cmd(ctx, session, all_sessions, as_json) -> None:
     else:
         for name, r in results:
             if r.ok:
-                click.echo(f"{name}: OK, {r.position} events, head {r.head}")
+                click.echo(f"{name}: OK, {r.position} events, head {r.head}" + (f"; {r.reason}" if r.reason else ""))
             else:
                 click.echo(f"{name}: BROKEN at position {r.first_bad_position}: {r.reason}")
     if bad:
