@@ -1,7 +1,7 @@
 """PostgreSQL append throughput: ctxledger writer processes against raw inserts of the same rows.
 
-    python benchmarks/bench_postgres.py            # 4 writer processes x 2,000 events each
-    python benchmarks/bench_postgres.py --quick    # 4 x 500
+    .venv/bin/python benchmarks/bench_postgres.py            # 4 writer processes x 2,000 events each
+    .venv/bin/python benchmarks/bench_postgres.py --quick    # 4 x 500
 
 Needs a PostgreSQL server: $CTXLEDGER_BENCH_POSTGRES, else $CTXLEDGER_TEST_POSTGRES, else
 postgresql://postgres@127.0.0.1:5432/test. Every scenario gets a schema of its own, dropped after.
@@ -316,9 +316,13 @@ def main() -> None:
     workers = args.workers
     n = args.events or (500 if args.quick else 2000)
     total = workers * n
-    command = "python benchmarks/bench_postgres.py" + (" --quick" if args.quick else "") + (
+    command = ".venv/bin/python benchmarks/bench_postgres.py" + (" --quick" if args.quick else "") + (
         f" --workers {workers}" if workers != 4 else "") + (f" --events {args.events}" if args.events else "")
     results: list[tuple[str, float]] = []
+    try:
+        server_version()
+    except psycopg.OperationalError as e:
+        raise SystemExit(f"PostgreSQL is not reachable ({' '.join(str(e).split())}); set CTXLEDGER_BENCH_POSTGRES") from None
 
     schema, url = new_schema()
     try:
