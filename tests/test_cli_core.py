@@ -150,3 +150,14 @@ def test_every_core_command_has_an_example_in_its_help():
         assert r.exit_code == 0 and "Example:" in r.output
         assert re.search(rf"ctxledger( --db \S+)? {name} ", r.output), r.output
         assert r.output.startswith(f"Usage: ctxledger {name}")
+
+
+def test_untrusted_text_cannot_drive_the_terminal(tmp_path):
+    url = f"sqlite:///{tmp_path / 'esc.db'}"
+    with Ledger.open(url, token_counter=EstimateCounter()) as ledger:
+        s = ledger.create_session("esc")
+        s.observe("before \x1b[2J\x1b]0;pwned\x07 after", by="evil\x1b[31m")
+    for args in (["log", "esc"], ["show", "esc"]):
+        out = CliRunner().invoke(main, ["--db", url, *args]).output
+        assert "\x1b" not in out and "\x07" not in out
+        assert "\\x1b[2J" in out

@@ -58,6 +58,21 @@ def main(ctx: click.Context, url: str) -> None:
     ctx.obj["url"] = url
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0, 32), *range(127, 160))}
+
+
+def printable(text: str) -> str:
+    """Text fit for a terminal: span text is untrusted data, so control characters (escape
+    sequences included) are shown escaped, never interpreted."""
+    return text.translate(_CONTROL)
+
+
+def shorten(text: str, width: int = 60) -> str:
+    """One line of at most ``width`` characters, whitespace collapsed, control characters escaped."""
+    one = printable(" ".join(text.split()))
+    return one if len(one) <= width else one[: width - 1] + "…"
+
+
 def open_ledger(ctx: click.Context):
     from engine.ledger import Ledger
 

@@ -14,6 +14,7 @@ from engine.cli._app import (
     main,
     open_ledger,
     progress,
+    shorten,
     to_builtins,
 )
 from engine.events import (
@@ -31,9 +32,7 @@ from engine.events import (
 from engine.spans import Span
 
 
-def _short(text: str, width: int = 60) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= width else one[: width - 1] + "…"
+_short = shorten  # kept short: used throughout this module
 
 
 def describe(ev: Event) -> str:
@@ -127,7 +126,7 @@ def log_cmd(ctx, session, start, stop, types, limit, as_json) -> None:
             if as_json:
                 emit_json(event_json(ev))
             else:
-                by = f"  by {ev.by}" if ev.by else ""
+                by = f"  by {shorten(ev.by, 40)}" if ev.by else ""
                 why = f"  ({_short(ev.reason, 50)})" if ev.reason and type(ev) is not RewriteRefused else ""
                 click.echo(f"{ev.originator_version:>7}  {type(ev).__name__:<14} {describe(ev)}{by}{why}")
             shown += 1

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from engine.cli._app import EXIT_FOUND, emit_json, handle_errors, main, open_ledger, to_builtins
+from engine.cli._app import EXIT_FOUND, emit_json, handle_errors, main, open_ledger, shorten, to_builtins
 
 __all__ = ["audit_cmd", "blame_cmd", "lineage_cmd", "diff_cmd", "timeline_cmd"]
 
@@ -15,8 +15,7 @@ _SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 
 
 def _short(text: str, width: int = 70) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= width else one[: width - 1] + "…"
+    return shorten(text, width)
 
 
 def _when(at) -> str:
