@@ -403,10 +403,11 @@ class Session(_Reader):
         return self._ledger._read_event(self.id, position)
 
     def _emit(self, cls: type[Event], **fields: Any) -> Event:
-        ev = cls(originator_version=self._state.version + 1, at=now(), prev=self._head, **fields)
+        state = self._state
+        ev = cls(originator_version=state.version + 1, at=now(), prev=self._head, **fields)
         payload = encode_payload(ev)
-        msgspec.structs.force_setattr(ev, "originator_id", self._state.session_id)
-        self._state = apply(self._state, ev, self._load)
+        msgspec.structs.force_setattr(ev, "originator_id", state.session_id)
+        self._state = apply(state, ev, self._load)
         self._head = chain_hash(payload)
         self._pending.append(ev)
         self._ledger._app.mapper.prepared[id(ev)] = payload

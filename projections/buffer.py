@@ -76,6 +76,7 @@ def span_from_event(ev: Event) -> Span:
             tokens=ev.tokens,
             meta=ev.meta,
             position=ev.originator_version,
+            order=int(ev.span_id[1:]),
         )
     if isinstance(ev, (Rewritten, Rederived)):
         return Span(
@@ -90,6 +91,7 @@ def span_from_event(ev: Event) -> Span:
             tokens=ev.tokens,
             meta=ev.meta,
             position=ev.originator_version,
+            order=min(int(s[1:]) for s in ev.sources) if ev.sources else 0,
         )
     raise TypeError(f"{type(ev).__name__} at position {ev.originator_version} holds no span text")
 
@@ -110,7 +112,7 @@ def _remove(state: BufferState, span_id: str) -> Span:
 def apply(state: BufferState | None, ev: Event, load: Loader) -> BufferState:
     """Evolve ``state`` by one event (in place, returning it)."""
     t = type(ev)
-    if t is Observed:
+    if t is Observed:  # the hot path: inlined span construction and bookkeeping
         state.n_obs += 1
         _add(state, span_from_event(ev))
     elif t is Pruned:
