@@ -161,7 +161,7 @@ def _parse_url(url: str, cipher_key: str | None) -> tuple[dict[str, str], str]:
         env["POSTGRES_MAX_OVERFLOW"] = query.get("max_overflow", "4")
         if "schema" in query:
             env["POSTGRES_SCHEMA"] = query["schema"]
-        env["APPLICATION_RECORDER_TOPIC"] = "engine.stores:PostgresApplicationRecorder"
+        env["APPLICATION_RECORDER_TOPIC"] = "engine.pgstore:PostgresApplicationRecorder"
         return env, ""
     raise InvalidInputError(
         f"unsupported store URL {url!r}: use memory://, sqlite:///path.db or postgresql://user@host/db"
