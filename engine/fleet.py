@@ -29,7 +29,6 @@ from uuid import UUID
 
 import msgspec
 from eventsourcing.persistence import InfrastructureFactory, IntegrityError, OperationalError, Tracking
-from eventsourcing.postgres import PostgresTrackingRecorder
 from eventsourcing.projection import Projection, ProjectionRunner
 from eventsourcing.sqlite import SQLiteTrackingRecorder
 from eventsourcing.utils import Environment
@@ -44,7 +43,6 @@ __all__ = [
     "Fleet",
     "follow",
     "SQLiteFleetView",
-    "PostgresFleetView",
     "FleetProjection",
     "PROJECTION_NAME",
     "VIEW_TABLE",
@@ -188,87 +186,6 @@ def _where(since: datetime | None, drifted: bool, flagged: bool, conv: Any, ph: 
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
-class PostgresFleetView(PostgresTrackingRecorder):
-    """The fleet view in PostgreSQL: eventsourcing's tracking recorder (table ``fleet_tracking``,
-    named after the projection) with the ``fleet_sessions`` table beside it, in the ledger's schema."""
-
-    def __init__(self, datastore: Any, *, tracking_table_name: str = TRACKING_TABLE, **kwargs: Any):
-        super().__init__(datastore, tracking_table_name=tracking_table_name, **kwargs)
-        from psycopg.sql import SQL, Identifier
-
-        self.view_table_name = tracking_table_name.rsplit("_tracking", 1)[0] + "_sessions"
-        self.check_identifier_length(self.view_table_name)
-        schema, table = Identifier(self.datastore.schema), Identifier(self.view_table_name)
-        self.sql_create_statements.append(
-            SQL(
-                "CREATE TABLE IF NOT EXISTS {}.{} ("
-                "session_id uuid PRIMARY KEY, name text NOT NULL, position bigint NOT NULL, "
-                "events bigint NOT NULL, refusals bigint NOT NULL, violations bigint NOT NULL, "
-                "drift bigint NOT NULL, unreadable bigint NOT NULL, last_event_at timestamptz, "
-                "last_drift_at timestamptz, last_refusal_at timestamptz, row text NOT NULL)"
-            ).format(schema, table)
-        )
-        self.sql_create_statements.append(
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {}.{} (last_drift_at)").format(
-                Identifier(self.view_table_name + "_last_drift_at"), schema, table
-            )
-        )
-        self._select_rows = SQL("SELECT row FROM {}.{} WHERE session_id = ANY(%s)").format(schema, table)
-        self._lock_tracking = SQL("SELECT notification_id FROM {}.{} WHERE application_name = %s FOR UPDATE").format(
-            schema, Identifier(self.tracking_table_name)
-        )
-        self._upsert = SQL(
-            "INSERT INTO {}.{} (session_id, name, position, events, refusals, violations, drift, unreadable, "
-            "last_event_at, last_drift_at, last_refusal_at, row) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET "
-            "name = EXCLUDED.name, position = EXCLUDED.position, events = EXCLUDED.events, "
-            "refusals = EXCLUDED.refusals, violations = EXCLUDED.violations, drift = EXCLUDED.drift, "
-            "unreadable = EXCLUDED.unreadable, last_event_at = EXCLUDED.last_event_at, "
-            "last_drift_at = EXCLUDED.last_drift_at, last_refusal_at = EXCLUDED.last_refusal_at, row = EXCLUDED.row"
-        ).format(schema, table)
-        self._select_all = SQL("SELECT row FROM {}.{}").format(schema, table)
-
-    def load(self, session_ids: Iterable[UUID]) -> tuple[int | None, dict[UUID, FleetRow]]:
-        rows: dict[UUID, FleetRow] = {}
-        with self.datastore.transaction(commit=False) as curs:
-            curs.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            tracked = self._max_tracking_id(APP_NAME, curs)
-            curs.execute(self._select_rows, (list(session_ids),))
-            for rec in curs.fetchall():
-                row = _row_decoder.decode(rec["row"])
-                rows[row.session_id] = row
-        return tracked, rows
-
-    def commit(self, rows: Iterable[FleetRow], tracking: Tracking, expected: int | None) -> None:
-        with self.datastore.transaction(commit=True) as curs:
-            curs.execute(self._lock_tracking, (APP_NAME,))
-            rec = curs.fetchone()
-            if (rec["notification_id"] if rec else None) != expected:
-                raise _Moved
-            for r in rows:  # one statement per row: psycopg's executemany pipelines (see engine.stores)
-                curs.execute(
-                    self._upsert,
-                    (
-                        r.session_id, r.name, r.position, r.events, r.refusals, r.violations, r.drift,
-                        r.unreadable, _utc(r.last_event_at), _utc(r.last_drift_at), _utc(r.last_refusal_at),
-                        _row_encoder.encode(r).decode(),
-                    ),
-                    prepare=True,
-                )
-            self._insert_tracking(curs, tracking)
-
-    def select(self, *, since: datetime | None, drifted: bool, flagged: bool) -> list[FleetRow]:
-        from psycopg.sql import SQL
-
-        where, params = _where(since, drifted, flagged, _utc, "%s")
-        with self.datastore.transaction(commit=False) as curs:
-            curs.execute(self._select_all + SQL(where + " ORDER BY name"), params)
-            return [_row_decoder.decode(rec["row"]) for rec in curs.fetchall()]
-
-
-# -- folding batches -------------------------------------------------------------------------------
-
-
 class Unreadable(msgspec.Struct, frozen=True):
     """A notification whose bytes did not decode (corrupt, tampered, or a wrong key)."""
 
@@ -366,6 +283,8 @@ def _view_class(env: dict[str, str]) -> type:
     if module == "eventsourcing.sqlite":
         return SQLiteFleetView
     if module == "eventsourcing.postgres":
+        from engine.pgfleet import PostgresFleetView  # the PostgreSQL driver is an extra
+
         return PostgresFleetView
     raise InvalidInputError("the fleet view needs a SQLite or PostgreSQL store (not memory://)")
 
@@ -460,7 +379,7 @@ class Fleet:
         return next(iter(rows.values()), None)
 
 
-class FleetProjection(Projection[PostgresFleetView]):
+class FleetProjection(Projection[Any]):
     """eventsourcing ``Projection`` run by ``ProjectionRunner``: one event, one transaction (view
     rows and tracking together)."""
 
@@ -497,6 +416,8 @@ def follow(ledger: Ledger, *, audit: AuditHook | None = audit_findings) -> Proje
     env = dict(ledger._app.env)
     if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
         raise InvalidInputError("following the log live needs PostgreSQL; on SQLite call Fleet.catch_up() in a loop")
+    from engine.pgfleet import PostgresFleetView
+
     projection = type("FleetProjection", (FleetProjection,), {"name": PROJECTION_NAME, "ledger": ledger, "audit": audit})
     try:
         with _ddl_lock(env, ledger):
