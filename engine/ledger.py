@@ -48,7 +48,7 @@ from engine.errors import (
 from engine.events import Event, SessionStarted, now
 from engine.session import Session, VerifyResult
 from engine.tokens import TokenCounter, default_counter
-from projections.buffer import BufferState, apply
+from projections.buffer import BufferState, apply, with_orders
 
 __all__ = ["Ledger", "SessionInfo", "DEFAULT_URL", "session_uuid"]
 
@@ -469,7 +469,7 @@ class Ledger:
             for ev in events:
                 t = type(ev)
                 if t is SessionSnapshot:
-                    state = ev.state
+                    state = with_orders(ev.state)
                 else:
                     if t is SessionStarted and ev.forked_from is not None and state is None:
                         state = self._fork_state(ev)

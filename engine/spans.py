@@ -42,18 +42,7 @@ class Span(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     meta: dict[str, Any] = {}
     position: int = 0
     source_positions: tuple[int, ...] = ()
-    order: int = 0  # buffer order key, derived from the id and sources (computed when not given)
-
-    def __post_init__(self) -> None:
-        # An observed span sits at its observation number, a derived span where its earliest
-        # source was. Kept on the span because sorting the buffer needs it for every span.
-        if self.order:
-            return  # given by span_from_event (which knows it cheaply) or decoded
-        if self.provenance is Provenance.OBSERVED or not self.sources:
-            key = int(self.id[1:]) if self.id[1:].isdigit() else 0
-        else:
-            key = min(int(s[1:]) for s in self.sources)
-        msgspec.structs.force_setattr(self, "order", key)
+    order: int = 0  # buffer order: the observation number, or a derived span's earliest source's
 
     @property
     def observed(self) -> bool:

@@ -30,7 +30,7 @@ from engine.events import (
 )
 from engine.spans import Provenance, Span
 
-__all__ = ["BufferState", "apply", "project", "span_from_event", "Loader"]
+__all__ = ["BufferState", "apply", "project", "span_from_event", "with_orders", "Loader"]
 
 Loader = Callable[[int], Event]
 
@@ -61,6 +61,17 @@ class BufferState(msgspec.Struct, kw_only=True):
 
 
 _order = operator.attrgetter("order")
+_OBSERVED = Provenance.OBSERVED
+
+
+def with_orders(state: BufferState) -> BufferState:
+    """A decoded snapshot's state, with the order key filled in on spans snapshotted before spans
+    carried it (they decode with order 0)."""
+    for span_id, span in list(state.live.items()):
+        if not span.order:
+            key = int(span_id[1:]) if span.provenance is Provenance.OBSERVED else min(int(x[1:]) for x in span.sources)
+            state.live[span_id] = msgspec.structs.replace(span, order=key)
+    return state
 
 
 def span_from_event(ev: Event) -> Span:
@@ -112,11 +123,19 @@ def _remove(state: BufferState, span_id: str) -> Span:
 def apply(state: BufferState | None, ev: Event, load: Loader) -> BufferState:
     """Evolve ``state`` by one event (in place, returning it)."""
     t = type(ev)
-    if t is Observed:  # the hot path: inlined span construction and bookkeeping
+    if t is Observed:  # the hot path (most events): span construction and bookkeeping inlined
         state.n_obs += 1
-        _add(state, span_from_event(ev))
+        text = ev.text
+        state.live[ev.span_id] = Span(
+            id=ev.span_id, text=text, role=ev.role, kind=ev.kind, provenance=_OBSERVED,
+            tokens=ev.tokens, meta=ev.meta, position=ev.originator_version, order=int(ev.span_id[1:]),
+        )
+        state.tokens += ev.tokens
+        state.text_bytes += len(text)
     elif t is Pruned:
-        _remove(state, ev.span_id)
+        span = state.live.pop(ev.span_id)
+        state.tokens -= span.tokens
+        state.text_bytes -= len(span.text)
     elif t is Rewritten:
         for span_id in ev.inputs:
             _remove(state, span_id)
