@@ -23,8 +23,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import msgspec  # noqa: E402
-
 from _results import machine, write_section  # noqa: E402
 from engine import BPECounter, EstimateCounter, Ledger  # noqa: E402
 from engine.codec import encode_payload  # noqa: E402
@@ -115,7 +113,7 @@ def build_session(path: str, n_events: int, live_window: int = 200) -> None:
     while s.position < n_events:
         with s.batch():
             for _ in range(BATCH):
-                sp = s.observe(text_of(i), tokens=100)
+                s.observe(text_of(i), tokens=100)
                 i += 1
                 live = s.state.live
                 if len(live) > live_window:

@@ -19,7 +19,7 @@ import msgspec
 from eventsourcing.persistence import Mapper, StoredEvent
 
 from engine.errors import CorruptLogError
-from engine.events import EVENT_TYPES, Event
+from engine.events import EVENT_TYPES
 from projections.buffer import BufferState
 
 __all__ = [

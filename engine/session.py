@@ -16,7 +16,6 @@ import msgspec
 from engine import validate
 from engine.codec import chain_hash, encode_payload
 from engine.errors import (
-    ConcurrencyError,
     InvalidInputError,
     LedgerError,
     PositionOutOfRangeError,
