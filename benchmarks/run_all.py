@@ -31,7 +31,7 @@ HEADER_START, HEADER_END = "<!-- bench:header -->", "<!-- /bench:header -->"
 
 
 def discover(only: list[str]) -> list[Path]:
-    found = sorted(HERE.glob("bench_*.py"))
+    found = sorted(HERE.glob("bench_*.py")) + [HERE / "quality.py"]  # grounding quality (XSumFaith, drift set)
     if only:
         found = [p for p in found if any(k in p.stem for k in only)]
     return found

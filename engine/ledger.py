@@ -102,12 +102,12 @@ class _App(Application):
             self.snapshot_if_due(session)
 
     def snapshot_if_due(self, session: Session) -> None:
-        # A snapshot costs about the live buffer's size: take one when the bytes appended since the
-        # last one exceed twice that, so snapshots add at most ~half the log's size to the disk and
-        # time travel replays at most ~2x the live buffer's bytes.
+        # A snapshot costs about the live buffer's size (compressed): take one when the bytes
+        # appended since the last one exceed the live buffer's text, so snapshots add well under
+        # the log's own size to the disk and time travel replays at most ~1x the live buffer's bytes.
         if self.snapshots is None:
             return
-        threshold = max(session._ledger.snapshot_min_bytes, 2 * session.state.text_bytes)
+        threshold = max(session._ledger.snapshot_min_bytes, session.state.text_bytes)
         if session.bytes_since_snapshot >= threshold:
             with contextlib.suppress(PersistenceError):
                 self.snapshots.put([SessionSnapshot.take(session)])
