@@ -285,9 +285,10 @@ class Ledger:
                     break
                 except LedgerError:
                     raise
-                except OperationalError as e:
+                except (OperationalError, sqlite3.OperationalError) as e:
                     # Processes opening a fresh SQLite file at once contend for switching it to WAL
-                    # and creating the table; SQLite answers "database is locked" without waiting.
+                    # and creating the table; SQLite answers "database is locked" without waiting
+                    # (raised by eventsourcing, or by sqlite3 itself from the journal-mode pragma).
                     if not sqlite_path or "locked" not in str(e) or attempt == 19:
                         raise _storage_error(e, f"cannot open {_redact(url)}") from None
                     time.sleep(0.02 * (attempt + 1))
