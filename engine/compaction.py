@@ -187,6 +187,10 @@ class _Base:
     def triggers(self, ctx: Context) -> list[str]:
         return []
 
+    def _prune(self, ctx: Context, span: Span, reason: str) -> None:
+        """Propose pruning one span (every strategy's prunes look alike apart from the reason)."""
+        ctx.add(Action(strategy=self.name, command="prune", span_ids=(span.id,), tokens_removed=span.tokens, reason=reason))
+
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{type(self).__name__}({fields})"
@@ -217,15 +221,7 @@ class ElideToolOutputs(_Base):
             if not ctx.over_target or i >= boundary:
                 break
             if s.observed and s.kind == "tool_result" and s.tokens >= self.min_tokens and ctx.available(s):
-                ctx.add(
-                    Action(
-                        strategy=self.name,
-                        command="prune",
-                        span_ids=(s.id,),
-                        tokens_removed=s.tokens,
-                        reason=_budget_reason(ctx, f"{what}: {s.id} ({s.tokens:,} tokens of tool output)"),
-                    )
-                )
+                self._prune(ctx, s, _budget_reason(ctx, f"{what}: {s.id} ({s.tokens:,} tokens of tool output)"))
 
 
 class RewriteOldest(_Base):
@@ -384,15 +380,8 @@ class ShrinkDerived(_Base):
                     )
                 )
             else:
-                ctx.add(
-                    Action(
-                        strategy=self.name,
-                        command="prune",
-                        span_ids=(s.id,),
-                        tokens_removed=s.tokens,
-                        reason=f"{trigger}; strategy: {self.name}: prune {s.id} (its originals "
-                        f"{_ranges(s.sources)} stay in the log)",
-                    )
+                self._prune(
+                    ctx, s, f"{trigger}; strategy: {self.name}: prune {s.id} (its originals {_ranges(s.sources)} stay in the log)"
                 )
 
 
@@ -406,15 +395,7 @@ class PruneDerived(_Base):
             if not ctx.over_target:
                 return
             if s.derived and ctx.available(s):
-                ctx.add(
-                    Action(
-                        strategy=self.name,
-                        command="prune",
-                        span_ids=(s.id,),
-                        tokens_removed=s.tokens,
-                        reason=_budget_reason(ctx, f"{self.name}: oldest summary {s.id} ({s.tokens:,} tokens)"),
-                    )
-                )
+                self._prune(ctx, s, _budget_reason(ctx, f"{self.name}: oldest summary {s.id} ({s.tokens:,} tokens)"))
 
 
 class PruneOldest(_Base):
@@ -439,17 +420,8 @@ class PruneOldest(_Base):
                 if any(not ctx.available(r) for r in unit):
                     continue  # its result is in the protected turns: keep the pair whole
             for u in unit:
-                ctx.add(
-                    Action(
-                        strategy=self.name,
-                        command="prune",
-                        span_ids=(u.id,),
-                        tokens_removed=u.tokens,
-                        reason=_budget_reason(
-                            ctx, f"{self.name}: {u.id} ({u.tokens:,} tokens)" + (f", with its call {s.id}" if u is not s else "")
-                        ),
-                    )
-                )
+                with_call = f", with its call {s.id}" if u is not s else ""
+                self._prune(ctx, u, _budget_reason(ctx, f"{self.name}: {u.id} ({u.tokens:,} tokens){with_call}"))
 
 
 def _ranges(ids: Sequence[str]) -> str:
