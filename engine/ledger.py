@@ -368,7 +368,8 @@ class Ledger:
         parent = self.session(session) if isinstance(session, str) else session
         validate.label(name, "session name")
         n = parent.resolve_position(at)
-        head = bytes.fromhex(self._verify(parent.id, n).head) if n else b""
+        # The fork chains to the parent's event at n; `verify` of the fork walks the shared part too.
+        head = chain_hash(self._app.mapper.plaintext(self._stored_row(parent.id, n)))
         started = SessionStarted(
             originator_version=n + 1, at=now(), name=name, strict=parent.strict,
             forked_from=parent.id, fork_position=n, prev=head,
@@ -563,17 +564,22 @@ class Ledger:
             self._forks[session_id] = parent
         return parent
 
-    def _read_event(self, session_id: UUID, position: int) -> Event:
+    def _stored_row(self, session_id: UUID, position: int) -> StoredEvent:
+        """The stored record at one position (a primary-key read; a fork's early positions are its
+        parent's)."""
         parent = self._parent(session_id)
         if parent is not None and position <= parent[1]:
-            return self._read_event(parent[0], position)
+            return self._stored_row(parent[0], position)
         try:
             rows = self._app.recorder.select_events(session_id, gt=position - 1, lte=position)
         except Exception as e:
             raise _storage_error(e, f"cannot read position {position}") from None
         if not rows:
             raise CorruptLogError(f"position {position} is missing from the log", position=position)
-        return self._decode(rows[0])
+        return rows[0]
+
+    def _read_event(self, session_id: UUID, position: int) -> Event:
+        return self._decode(self._stored_row(session_id, position))
 
     def _iter_events(self, session_id: UUID, start: int, stop: int, page: int = 1000) -> Iterator[Event]:
         parent = self._parent(session_id)

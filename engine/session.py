@@ -46,8 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Session", "SessionView", "VerifyResult"]
 
-PAGE = 1000
-
 
 class VerifyResult(msgspec.Struct, frozen=True, kw_only=True):
     """Result of walking a session's hash chain."""
@@ -363,7 +361,6 @@ class Session(_Reader):
         self._state = state
         self._head = head
         self._pending: list[Event] = []
-        self._pending_payload_bytes = 0
         self._batch_depth = 0
         self.bytes_since_snapshot = 0
 

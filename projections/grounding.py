@@ -73,10 +73,6 @@ class GroundingResult:
         return 1 - len(self.dropped) / self.source_specifics
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
 def unsupported(
     text: str,
     index: SourceIndex,

@@ -25,12 +25,7 @@ EXIT_OK, EXIT_FOUND, EXIT_USAGE, EXIT_STORE = 0, 1, 2, 3
 _json = msgspec.json.Encoder(enc_hook=lambda o: str(o))
 
 
-class _Group(click.Group):
-    def main(self, *args: Any, **kwargs: Any) -> Any:
-        return super().main(*args, **kwargs)
-
-
-@click.group(name="ctxledger", cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(name="ctxledger", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option(
     "--db",
     "url",
