@@ -16,6 +16,7 @@ from typing import Any
 from uuid import UUID
 
 import msgspec
+import zstandard
 from eventsourcing.persistence import Mapper, StoredEvent
 
 from engine.errors import CorruptLogError
@@ -104,6 +105,21 @@ def decode_payload(topic: str, payload: bytes, originator_id: Any = None, positi
     return obj
 
 
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def compress_snapshot(payload: bytes) -> bytes:
+    """Snapshots are the only large records: zstd level 1 (3x faster than zlib level 1 here, and
+    smaller). Snapshots written before zstd are zlib streams; ``decompress_snapshot`` reads both."""
+    return zstandard.ZstdCompressor(level=1).compress(payload)
+
+
+def decompress_snapshot(data: bytes) -> bytes:
+    if data[:4] == _ZSTD_MAGIC:
+        return zstandard.ZstdDecompressor().decompress(data)
+    return zlib.decompress(data)
+
+
 def chain_hash(payload: bytes) -> bytes:
     """What the next event's ``prev`` must hold: a 128-bit BLAKE2b digest of this payload."""
     return hashlib.blake2b(payload, digest_size=16).digest()
@@ -112,9 +128,9 @@ def chain_hash(payload: bytes) -> bytes:
 class EventMapper(Mapper):
     """eventsourcing Mapper for msgspec events, with optional compression/cipher from the factory.
 
-    Snapshots are zlib-compressed even without a compressor: they are the only large records.
+    Snapshots are compressed even without a compressor: they are the only large records.
     ``prepared`` holds payloads the Session already encoded to hash them (keyed by ``id(event)``
-    while the event waits to be saved), so the hot path encodes each event once.
+    while ``Application.save`` writes them), so each event is encoded once.
     """
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -132,21 +148,26 @@ class EventMapper(Mapper):
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         topic = TOPICS[type(domain_event)]
         originator_id = domain_event.originator_id
-        payload = self.prepared.pop(id(domain_event), None)
+        payload = self.prepared.get(id(domain_event))
         if payload is None:
             payload = encode_payload(msgspec.structs.replace(domain_event, originator_id=None))
-        if topic == SNAPSHOT_TOPIC:
-            payload = zlib.compress(payload, 1)
-        if self.compressor:
-            payload = self.compressor.compress(payload)
-        if self.cipher:
-            payload = self.cipher.encrypt(payload)
         return StoredEvent(
             originator_id=originator_id,
             originator_version=domain_event.originator_version,
             topic=topic,
-            state=payload,
+            state=self.seal(topic, payload),
         )
+
+    def seal(self, topic: str, payload: bytes) -> bytes:
+        """The stored bytes of an encoded payload: compressed if a snapshot, then through the
+        store's compressor and cipher, if any."""
+        if topic == SNAPSHOT_TOPIC:
+            payload = compress_snapshot(payload)
+        if self.compressor:
+            payload = self.compressor.compress(payload)
+        if self.cipher:
+            payload = self.cipher.encrypt(payload)
+        return payload
 
     def decode_rows(self, originator_id: UUID, rows: list[tuple[int, str, bytes]]) -> Iterator[Any]:
         """Decode (position, topic, bytes) rows of one session: the bulk path, same checks as
@@ -174,7 +195,7 @@ class EventMapper(Mapper):
             if self.compressor:
                 data = self.compressor.decompress(data)
             if stored.topic == SNAPSHOT_TOPIC:
-                data = zlib.decompress(data)
+                data = decompress_snapshot(data)
         except Exception as e:  # a cipher or compressor failure means the bytes are not ours
             raise CorruptLogError(
                 f"event at position {stored.originator_version} cannot be read "

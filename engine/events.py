@@ -29,11 +29,17 @@ __all__ = [
 ]
 
 
+_UTC = timezone.utc
+_now = datetime.now
+
+
 def now() -> datetime:
-    return datetime.now(timezone.utc)
+    return _now(_UTC)
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    # gc=False: events hold only scalars, tuples and JSON-like dicts, so they can never be part of
+    # a reference cycle; untracked, a long session's objects add nothing to the collector's passes.
     # originator_id is stored in its own column, never in the payload (it is None while encoding).
     originator_id: UUID | None = None
     originator_version: int = 0
@@ -51,14 +57,14 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         return type(self).__name__
 
 
-class SessionStarted(Event, frozen=True, kw_only=True, omit_defaults=True):
+class SessionStarted(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     name: str
     strict: bool = True
     forked_from: UUID | None = None
     fork_position: int = 0
 
 
-class Observed(Event, frozen=True, kw_only=True, omit_defaults=True):
+class Observed(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     span_id: str
     text: str
     role: str = "user"
@@ -67,12 +73,12 @@ class Observed(Event, frozen=True, kw_only=True, omit_defaults=True):
     meta: dict[str, Any] = {}
 
 
-class Pruned(Event, frozen=True, kw_only=True, omit_defaults=True):
+class Pruned(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     span_id: str
     content_position: int  # the event that holds the pruned span's text, read back by restore
 
 
-class Rewritten(Event, frozen=True, kw_only=True, omit_defaults=True):
+class Rewritten(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     span_id: str
     text: str
     inputs: tuple[str, ...]  # the immediate inputs (derived ones only in permissive sessions)
@@ -87,7 +93,7 @@ class Rewritten(Event, frozen=True, kw_only=True, omit_defaults=True):
     meta: dict[str, Any] = {}
 
 
-class Rederived(Event, frozen=True, kw_only=True, omit_defaults=True):
+class Rederived(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """A derived span's text rebuilt from its ORIGINAL observed sources; the span keeps its id."""
 
     span_id: str
@@ -101,12 +107,12 @@ class Rederived(Event, frozen=True, kw_only=True, omit_defaults=True):
     meta: dict[str, Any] = {}
 
 
-class Restored(Event, frozen=True, kw_only=True, omit_defaults=True):
+class Restored(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     span_id: str
     content_position: int
 
 
-class Expanded(Event, frozen=True, kw_only=True, omit_defaults=True):
+class Expanded(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """A live derived span replaced by its original observed spans."""
 
     span_id: str
@@ -114,7 +120,7 @@ class Expanded(Event, frozen=True, kw_only=True, omit_defaults=True):
     restored_positions: tuple[int, ...] = ()
 
 
-class RewriteRefused(Event, frozen=True, kw_only=True, omit_defaults=True):
+class RewriteRefused(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """An attempted rewrite that would have broken the rules: kept for forensics."""
 
     command: str = "rewrite"  # or "rederive"
@@ -124,7 +130,7 @@ class RewriteRefused(Event, frozen=True, kw_only=True, omit_defaults=True):
     findings: tuple[dict[str, Any], ...] = ()  # grounding gate findings, when it refused
 
 
-class Marked(Event, frozen=True, kw_only=True, omit_defaults=True):
+class Marked(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     label: str
 
 

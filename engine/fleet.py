@@ -37,6 +37,7 @@ from engine.codec import TOPICS, EventMapper
 from engine.errors import CorruptLogError, InvalidInputError, LedgerError, StorageError
 from engine.events import EVENT_TYPES, Event
 from engine.ledger import Ledger, _App, _storage_error, postgres_ddl_lock
+from engine.stores import SQLITE_FACTORY
 from projections.fleet import AuditHook, Finding, FleetRow, audit_findings, fold, needs_audit, unreadable
 
 __all__ = [
@@ -280,7 +281,7 @@ def _view_env(ledger_env: dict[str, str]) -> Environment:
 
 def _view_class(env: dict[str, str]) -> type:
     module = env.get("PERSISTENCE_MODULE", "")
-    if module == "eventsourcing.sqlite":
+    if module in ("eventsourcing.sqlite", SQLITE_FACTORY):
         return SQLiteFleetView
     if module == "eventsourcing.postgres":
         from engine.pgfleet import PostgresFleetView  # the PostgreSQL driver is an extra

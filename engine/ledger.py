@@ -47,6 +47,7 @@ from engine.errors import (
 )
 from engine.events import Event, SessionStarted, now
 from engine.session import Session, VerifyResult
+from engine.stores import SQLITE_FACTORY, FastSQLiteApplicationRecorder
 from engine.tokens import TokenCounter, default_counter
 from projections.buffer import BufferState, apply, with_orders
 
@@ -88,30 +89,55 @@ class _App(Application):
 
         return JSONTranscoder()  # unused by EventMapper; eventsourcing wants one
 
-    def _take_snapshots(self, processing_event) -> None:
-        for aggregate in processing_event.aggregates.values():
-            if isinstance(aggregate, Session):
-                self.snapshot_if_due(aggregate)
-
     def save_session(self, session: Session) -> None:
-        """``Application.save`` for one session, without its per-call protocol checks (runtime
-        ``isinstance`` against typing Protocols costs more than the rest of a single-event save)."""
-        events = session.collect_events()
-        if events:
+        """``Application.save`` for one session. On SQLite the rows the session already encoded go
+        straight to the recorder, with a due snapshot in the same transaction; elsewhere through
+        ``events.put`` (without ``Application.save``'s per-call runtime Protocol checks, which
+        cost more than the rest of a single-event save)."""
+        events, payloads = session.take_pending()
+        if not events:
+            return
+        recorder = self.recorder
+        if isinstance(recorder, FastSQLiteApplicationRecorder):
+            seal = self.mapper.seal
+            plain = not (self.mapper.cipher or self.mapper.compressor)
+            rows = [
+                (ev.originator_version, topic, payload if plain else seal(topic, payload))
+                for ev, payload in zip(events, payloads)
+                for topic in (TOPICS[type(ev)],)
+            ]
+            snapshot = None
+            if self._snapshot_due(session):
+                stored = self.mapper.to_stored_event(SessionSnapshot.take(session))
+                snapshot = (
+                    self.snapshots.recorder.insert_events_statement,
+                    (stored.originator_id.hex, stored.originator_version, stored.topic, stored.state),
+                )
+            recorder.append(session.id, rows, snapshot)
+            if snapshot is not None:
+                session.bytes_since_snapshot = 0
+            return
+        prepared = self.mapper.prepared
+        for ev, payload in zip(events, payloads):
+            prepared[id(ev)] = payload
+        try:
             self.events.put(events)
-            self.snapshot_if_due(session)
+        finally:
+            for ev in events:
+                prepared.pop(id(ev), None)
+        if self._snapshot_due(session):
+            with contextlib.suppress(PersistenceError):
+                self.snapshots.put([SessionSnapshot.take(session)])
+                session.bytes_since_snapshot = 0
 
-    def snapshot_if_due(self, session: Session) -> None:
+    def _snapshot_due(self, session: Session) -> bool:
         # A snapshot costs about the live buffer's size (compressed): take one when the bytes
         # appended since the last one exceed the live buffer's text, so snapshots add well under
         # the log's own size to the disk and time travel replays at most ~1x the live buffer's bytes.
         if self.snapshots is None:
-            return
+            return False
         threshold = max(session._ledger.snapshot_min_bytes, session.state.text_bytes)
-        if session.bytes_since_snapshot >= threshold:
-            with contextlib.suppress(PersistenceError):
-                self.snapshots.put([SessionSnapshot.take(session)])
-                session.bytes_since_snapshot = 0
+        return session.bytes_since_snapshot >= threshold
 
 
 def _parse_url(url: str, cipher_key: str | None) -> tuple[dict[str, str], str]:
@@ -142,7 +168,7 @@ def _parse_url(url: str, cipher_key: str | None) -> tuple[dict[str, str], str]:
         path = unquote(rest[1:].split("?", 1)[0])
         if path in ("", ":memory:"):
             raise InvalidInputError("use memory:// for an in-memory ledger")
-        env["PERSISTENCE_MODULE"] = "eventsourcing.sqlite"
+        env["PERSISTENCE_MODULE"] = SQLITE_FACTORY
         env["SQLITE_DBNAME"] = path
         env["SQLITE_LOCK_TIMEOUT"] = "30"
         env["APPLICATION_RECORDER_TOPIC"] = "engine.stores:FastSQLiteApplicationRecorder"
@@ -392,6 +418,7 @@ class Ledger:
         state = apply(state, started, lambda p: self._read_event(session_id, p))
         session = Session(self, state, chain_hash(payload))
         session._pending.append(started)
+        session._payloads.append(payload)
         try:
             self._save(session)
         except ConcurrencyError:

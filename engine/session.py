@@ -38,11 +38,14 @@ from engine.events import (
     Rewritten,
     now,
 )
-from engine.spans import Provenance, Span, derived_id, observed_id, ordinal
+from engine.spans import ROLES, Provenance, Span, derived_id, ordinal
 from projections.buffer import BufferState, apply, span_from_event
 
 if TYPE_CHECKING:
     from engine.ledger import Ledger
+
+_ROLES = ROLES  # tuples: membership of an unhashable argument is False, not a TypeError
+_OBSERVED_KINDS = ("message", "tool_call", "tool_result")
 
 __all__ = ["Session", "SessionView", "VerifyResult"]
 
@@ -361,6 +364,7 @@ class Session(_Reader):
         self._state = state
         self._head = head
         self._pending: list[Event] = []
+        self._payloads: list[bytes] = []  # the encoded bytes of each pending event
         self._batch_depth = 0
         self.bytes_since_snapshot = 0
 
@@ -387,8 +391,7 @@ class Session(_Reader):
         return self._state.version
 
     def collect_events(self) -> list[Event]:
-        pending, self._pending = self._pending, []
-        return pending
+        return self.take_pending()[0]
 
     # writing ---------------------------------------------------------------------------------
 
@@ -400,29 +403,35 @@ class Session(_Reader):
 
     def _emit(self, cls: type[Event], **fields: Any) -> Event:
         state = self._state
-        ev = cls(originator_version=state.version + 1, at=now(), prev=self._head, **fields)
+        return self._append(cls(originator_version=state.version + 1, at=now(), prev=self._head, **fields))
+
+    def _append(self, ev: Event) -> Event:
+        """Fold a new event into the state, chain it, and save it (now, or when the batch ends)."""
         payload = encode_payload(ev)
+        state = self._live_state
         msgspec.structs.force_setattr(ev, "originator_id", state.session_id)
-        self._state = apply(state, ev, self._load)
+        self._live_state = apply(state, ev, self._load)
         self._head = chain_hash(payload)
         self._pending.append(ev)
-        self._ledger._app.mapper.prepared[id(ev)] = payload
+        self._payloads.append(payload)
         self.bytes_since_snapshot += len(payload)
         if not self._batch_depth:
             self._flush()
         return ev
 
+    def take_pending(self) -> tuple[list[Event], list[bytes]]:
+        """The unsaved events and their encoded payloads (hashed as they are), handed to the store."""
+        events, payloads = self._pending, self._payloads
+        self._pending, self._payloads = [], []
+        return events, payloads
+
     def _flush(self) -> None:
         if not self._pending:
             return
-        pending = list(self._pending)  # app.save() collects (empties) _pending before it writes
         try:
             self._ledger._save(self)
         except BaseException as e:
-            prepared = self._ledger._app.mapper.prepared
-            for ev in pending:
-                prepared.pop(id(ev), None)
-            self._pending = []
+            self._pending, self._payloads = [], []
             self._stale = True
             if not isinstance(e, StoreUnavailableError):  # a vanished store: reload on next use
                 with contextlib.suppress(LedgerError):
@@ -431,7 +440,7 @@ class Session(_Reader):
 
     def _reload(self) -> None:
         """Throw away unsaved state and read the session back from the store."""
-        self._pending = []
+        self._pending, self._payloads = [], []
         fresh = self._ledger._load_session(self._live_state.session_id)
         self._live_state, self._head = fresh._live_state, fresh._head
         self._stale = False
@@ -479,18 +488,37 @@ class Session(_Reader):
     ) -> Span:
         """Record something that came from outside the model's own rewriting (a user turn, a tool
         result, a model reply as produced). Returns the new live span ``o<n>``."""
-        validate.text(text)
-        validate.role(role)
-        validate.kind(kind, ("message", "tool_call", "tool_result"))
+        # The hot path: the common valid shapes are recognised with cheap checks; anything else
+        # goes through the full validators, which raise the typed errors (or accept it).
+        if not (
+            type(text) is str
+            and text.isascii()
+            and 0 < len(text) <= validate.MAX_TEXT_BYTES
+            and not text.isspace()
+        ):
+            validate.text(text)
+        if role not in _ROLES:
+            validate.role(role)
+        if kind not in _OBSERVED_KINDS:
+            validate.kind(kind, _OBSERVED_KINDS)
         meta = validate.meta(meta)
-        by = validate.optional_str(by, "by")
-        _check_tool_shape(role, kind, meta)
-        n_tokens = self._count(text, tokens)
-        span_id = observed_id(self._state.n_obs + 1)
-        self._emit(
-            Observed, span_id=span_id, text=text, role=role, kind=kind, meta=meta, tokens=n_tokens, by=by
+        if by.__class__ is not str or by:
+            by = validate.optional_str(by, "by")
+        if kind != "message" or role == "tool":
+            _check_tool_shape(role, kind, meta)
+        if tokens is None:
+            tokens = self._ledger.counter.count(text)
+        elif tokens.__class__ is not int or tokens < 0:
+            tokens = self._count(text, tokens)
+        state = self._state
+        span_id = f"o{state.n_obs + 1}"
+        self._append(
+            Observed(
+                originator_version=state.version + 1, at=now(), prev=self._head,
+                span_id=span_id, text=text, role=role, kind=kind, meta=meta, tokens=tokens, by=by,
+            )
         )
-        return self._state.live[span_id]
+        return self._live_state.live[span_id]
 
     def prune(self, span_id: str, *, reason: str = "", by: str = "") -> None:
         """Remove a live span from the buffer. Always allowed; the original stays in the log."""

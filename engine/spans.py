@@ -23,12 +23,13 @@ class Provenance(str, Enum):
         return self.value
 
 
-class Span(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Span(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """One live unit of the buffer.
 
     ``sources`` are the observed span ids a derived span's text comes from (the bottom of the chain);
     ``source_positions`` are the log positions of those originals (where ``rederive`` reads them).
-    ``position`` is the event that put this text here.
+    ``position`` is the event that put this text here. Untracked by the garbage collector
+    (``gc=False``): a span holds only scalars, tuples and a JSON-like dict, never a cycle.
     """
 
     id: str
