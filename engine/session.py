@@ -7,6 +7,7 @@ buffer projection itself (``projections.buffer.apply``), never a second copy of 
 from __future__ import annotations
 
 import contextlib
+from hashlib import blake2b as _blake2b
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -14,7 +15,7 @@ from uuid import UUID
 import msgspec
 
 from engine import validate
-from engine.codec import chain_hash, encode_payload
+from engine.codec import CHAIN_DIGEST_SIZE, encode_event
 from engine.errors import (
     InvalidInputError,
     LedgerError,
@@ -44,6 +45,7 @@ from projections.buffer import BufferState, apply, span_from_event
 if TYPE_CHECKING:
     from engine.ledger import Ledger
 
+_force_setattr = msgspec.structs.force_setattr
 _ROLES = ROLES  # tuples: membership of an unhashable argument is False, not a TypeError
 _OBSERVED_KINDS = ("message", "tool_call", "tool_result")
 
@@ -407,11 +409,11 @@ class Session(_Reader):
 
     def _append(self, ev: Event) -> Event:
         """Fold a new event into the state, chain it, and save it (now, or when the batch ends)."""
-        payload = encode_payload(ev)
+        payload = encode_event(ev)
         state = self._live_state
-        msgspec.structs.force_setattr(ev, "originator_id", state.session_id)
+        _force_setattr(ev, "originator_id", state.session_id)
         self._live_state = apply(state, ev, self._load)
-        self._head = chain_hash(payload)
+        self._head = _blake2b(payload, digest_size=CHAIN_DIGEST_SIZE).digest()  # chain_hash, inlined
         self._pending.append(ev)
         self._payloads.append(payload)
         self.bytes_since_snapshot += len(payload)

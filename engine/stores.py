@@ -38,6 +38,12 @@ SQLITE_FACTORY = "engine.stores:SQLiteFactory"
 # (~20 us, more than the rest of a single-event save). Our pool keeps the usual cache.
 STATEMENT_CACHE = 64
 
+# Checkpoint the WAL every 256 pages (1 MiB) instead of SQLite's 1000: while the WAL file grows,
+# every durable commit's fsync also journals the file's new size, and a smaller WAL stops growing
+# (and is rewritten in place) sooner. Measured here: a durable one-event commit on a fresh store
+# ~160 us instead of ~180-200 us; batched commits and commits on a store in use unchanged.
+WAL_AUTOCHECKPOINT = 256
+
 
 class _ConnectionPool(SQLiteConnectionPool):
     def _create_connection(self) -> SQLiteConnection:
@@ -57,6 +63,7 @@ class _ConnectionPool(SQLiteConnectionPool):
                 c.execute("PRAGMA journal_mode=WAL;")
                 self.journal_mode_was_changed_to_wal = True
             self.is_journal_mode_wal = True
+        c.execute(f"PRAGMA wal_autocheckpoint={int(WAL_AUTOCHECKPOINT)}")
         c.row_factory = sqlite3.Row  # eventsourcing's own recorders read columns by name
         return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
 
@@ -112,14 +119,11 @@ class FastSQLiteApplicationRecorder(SQLiteApplicationRecorder):
 
     def append(
         self,
-        originator_id: UUID,
-        rows: Sequence[tuple[int, str, bytes]],
+        params: Sequence[tuple[str, int, str, bytes]],
         snapshot: tuple[str, tuple[Any, ...]] | None = None,
     ) -> None:
-        """Insert (position, topic, stored bytes) rows of one session, plus ``snapshot`` (an insert
+        """Insert (session id hex, position, topic, stored bytes) rows, plus ``snapshot`` (an insert
         statement and its parameters), in one transaction."""
-        sid = originator_id.hex
-        params = [(sid, position, topic, state) for position, topic, state in rows]
         pool = self.datastore.pool
         conn = pool.get_connection(is_writer=True)
         try:
@@ -157,9 +161,10 @@ class FastSQLiteApplicationRecorder(SQLiteApplicationRecorder):
 
     def _select(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         with self.datastore.transaction(commit=False) as c:
-            c.row_factory = None  # plain tuples: several times cheaper than sqlite3.Row per row
-            c.execute(statement, params)
-            return c.fetchall()
+            cursor = c.sqlite_cursor
+            cursor.row_factory = None  # plain tuples, not a sqlite3.Row per row
+            cursor.execute(statement, params)
+            return cursor.fetchall()
 
     def select_rows(
         self, originator_id: UUID, *, gt: int, lte: int, limit: int

@@ -193,27 +193,11 @@ class _ChainWalk:
             self.ok = False
 
 
-def _rows(ledger: Any, session_id: UUID, start: int, stop: int, page: int = 5000) -> Iterator[tuple[UUID, int, str, bytes]]:
-    """(session id, position, topic, stored bytes) of positions start..stop, through a fork's parent
-    like ``Ledger._iter_events``, in large pages (the bulk-read path when the recorder has one)."""
-    parent = ledger._parent(session_id)
-    if parent is not None:
-        if start <= parent[1]:
-            yield from _rows(ledger, parent[0], start, min(stop, parent[1]), page)
-        start = max(start, parent[1] + 1)
-    recorder = ledger._app.recorder
-    fast = getattr(recorder, "select_rows", None)
-    gt = start - 1
-    while gt < stop:
-        if fast is not None:
-            rows = fast(session_id, gt=gt, lte=stop, limit=page)
-        else:
-            rows = [(r.originator_version, r.topic, r.state) for r in recorder.select_events(session_id, gt=gt, lte=stop, limit=page)]
-        if not rows:
-            return
+def _rows(ledger: Any, session_id: UUID, start: int, stop: int) -> Iterator[tuple[UUID, int, str, bytes]]:
+    """(session id, position, topic, stored bytes) of positions start..stop (``Ledger._pages``)."""
+    for owner, rows in ledger._pages(session_id, start, stop, page=5000):
         for position, topic, data in rows:
-            yield session_id, position, topic, data
-        gt = rows[-1][0]
+            yield owner, position, topic, data
 
 
 class _Fold:

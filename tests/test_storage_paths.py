@@ -35,9 +35,11 @@ def test_a_due_snapshot_is_written_with_the_events_that_made_it_due(tmp_path):
     ledger = open_sqlite(path)
     ledger.snapshot_min_bytes = 1_000
     s = ledger.create_session("a")
-    with s.batch():
+    with s.batch():  # ~6 KB appended, a live buffer of ~600 bytes: a snapshot is due at the end
         for i in range(30):
             s.observe(f"observation {i} " + "x" * 100)
+        for i in range(25):
+            s.prune(f"o{i + 1}")
     snaps = rows(path, "stored_snapshots")
     assert [v for v, _, _ in snaps] == [s.position]  # one snapshot, at the batch's last event
     stored = snaps[0][2]
