@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import zlib
 from datetime import datetime
-from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
@@ -173,23 +172,21 @@ class EventMapper(Mapper):
             payload = self.cipher.encrypt(payload)
         return payload
 
-    def decode_rows(self, originator_id: UUID, rows: list[tuple[int, str, bytes]]) -> Iterator[Any]:
-        """Decode (position, topic, bytes) rows of one session: the bulk path, same checks as
-        ``to_domain_event`` with less per-row overhead."""
-        cipher, compressor = self.cipher, self.compressor
+    def decode_rows(self, originator_id: UUID, rows: list[tuple[int, str, bytes]]) -> list[Any]:
+        """Decode a page of (position, topic, bytes) rows of one session: the bulk path, same checks
+        as ``to_domain_event`` with less per-row overhead."""
+        if self.cipher or self.compressor or not all(row[1] in _FAST_TOPICS for row in rows):
+            return [self.to_domain_event(StoredEvent(originator_id, p, t, d)) for p, t, d in rows]
+        try:
+            events = [_DECODERS[topic].decode(data) for _, topic, data in rows]
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            for position, topic, data in rows:  # find, and name, the row that does not decode
+                decode_payload(topic, data, None, position)
+            raise  # pragma: no cover - the loop above raised
         force = msgspec.structs.force_setattr
-        for position, topic, data in rows:
-            if cipher or compressor or topic not in _FAST_TOPICS:
-                yield self.to_domain_event(StoredEvent(originator_id, position, topic, data))
-                continue
-            try:
-                ev = _DECODERS[topic].decode(data)
-            except (msgspec.DecodeError, msgspec.ValidationError) as e:
-                raise CorruptLogError(
-                    f"event at position {position} does not decode as {topic!r}: {_one_line(e)}", position=position
-                ) from None
+        for ev in events:
             force(ev, "originator_id", originator_id)
-            yield ev
+        return events
 
     def to_domain_event(self, stored: StoredEvent) -> Any:
         try:

@@ -555,8 +555,10 @@ class Ledger:
         def load(position: int) -> Event:
             return self._read_event(session_id, position)
 
-        for ev in self._iter_events(session_id, 1, n):
-            state = apply(state, ev, load)
+        decode_rows = self._app.mapper.decode_rows
+        for owner, rows in self._pages(session_id, 1, n):
+            for ev in decode_rows(owner, rows):
+                state = apply(state, ev, load)
         return state
 
     @staticmethod

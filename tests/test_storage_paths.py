@@ -10,7 +10,7 @@ import zlib
 import msgspec
 import pytest
 
-from engine import ConcurrencyError, EstimateCounter, Ledger, StorageError
+from engine import ConcurrencyError, CorruptLogError, EstimateCounter, Ledger, StorageError
 from engine.codec import SessionSnapshot, decompress_snapshot, encode_payload
 
 
@@ -118,4 +118,25 @@ def test_a_locked_database_is_a_storage_error_and_nothing_is_written(tmp_path):
         blocker.close()
     assert rows(path, "stored_events") == before
     assert s.observe("after").id == "o2"  # the session carries on from what is stored
+    ledger.close()
+
+
+def test_a_row_that_does_not_decode_is_named_by_the_bulk_read(tmp_path):
+    path = tmp_path / "l.db"
+    ledger = open_sqlite(path)
+    s = ledger.create_session("a")
+    for i in range(9):
+        s.observe(f"turn {i}")
+    con = sqlite3.connect(path)  # another process damages position 5 under the open session
+    with con:
+        con.execute(
+            "UPDATE stored_events SET state=? WHERE originator_id=? AND originator_version=5",
+            (b"\xc1 not msgpack", s.id.hex),
+        )
+    con.close()
+    for read in (lambda: list(s.events()), s.rebuild, lambda: ledger.session("a")):
+        with pytest.raises(CorruptLogError, match="position 5") as e:
+            read()
+        assert e.value.position == 5
+    assert [e.position for e in s.events(1, 4)] == [1, 2, 3, 4]  # the rows before it still read
     ledger.close()
