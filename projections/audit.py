@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
-from uuid import UUID
 
 import msgspec
 from eventsourcing.persistence import StoredEvent
@@ -108,6 +107,7 @@ REFUSED = "rewrite-refused"
 DROPPED = "dropped-specifics"
 
 _ORDER = {"error": 0, "warning": 1, "info": 2}
+PAGE = 500  # rows read, decoded and hashed at a time: small enough to stay in the CPU's caches
 _DECODERS: dict[str, msgspec.msgpack.Decoder] = {}
 
 
@@ -127,77 +127,97 @@ class _ChainWalk:
     """Decode the stored events 1..n once, checking the hash chain on the way.
 
     The checks are verify's (contiguous positions, decodable payloads written for their position, one
-    SessionStarted first, each ``prev`` the hash of the stored bytes before it). When any fails the
-    walk stops and ``reader.verify()`` is asked for the authoritative explanation."""
+    SessionStarted first, each ``prev`` the hash of the stored bytes before it). The walk yields the
+    verified events a page at a time (whole pages are decoded and hashed in bulk); when any check
+    fails it yields what it verified before the failure, and stops, and ``reader.verify()`` is asked
+    for the authoritative explanation."""
 
     def __init__(self, reader: _Reader):
         self.reader = reader
         self.ok = True
         self.last = 0
+        self._prev = b""
 
-    def __iter__(self) -> Iterator[Event]:
+    def pages(self) -> Iterator[list[Event]]:
         reader = self.reader
         ledger = reader._ledger
-        mapper = ledger._app.mapper
-        plain = mapper.cipher is None and mapper.compressor is None
-        decoders = _decoders()
-        blake2b = hashlib.blake2b
-        force = msgspec.structs.force_setattr
-        from engine.codec import encode_payload
-
-        prev = b""
-        expected = 1
         try:
-            for oid, position, topic, data in _rows(ledger, reader.id, 1, reader.position):
-                if position != expected:
-                    self.ok = False
+            for oid, rows in ledger._pages(reader.id, 1, reader.position, page=PAGE):
+                verified = self._verify_page(oid, rows)
+                if verified:
+                    yield verified
+                if not self.ok:
                     return
-                payload = data if plain else mapper.plaintext(StoredEvent(oid, position, topic, data))
-                decoder = decoders.get(topic)
-                if decoder is None:
-                    self.ok = False
-                    return
-                ev = decoder.decode(payload)
-                if ev.originator_version != position or ev.prev != prev:
-                    self.ok = False
-                    return
-                if type(ev) is SessionStarted:
-                    force(ev, "originator_id", oid)
-                    fork_start = ev.forked_from is not None and ev.fork_position == position - 1
-                    if position != 1 and not fork_start:
-                        self.ok = False
-                        return
-                elif position == 1:
-                    self.ok = False
-                    return
-                prev = blake2b(payload, digest_size=16).digest()
-                self.last = position
-                expected += 1
-                yield ev
             # commands accepted inside an open ``batch()`` are not stored yet: walk them too
-            for ev in getattr(reader, "_pending", ()):
-                if ev.originator_version != expected:
-                    continue
-                payload = encode_payload(msgspec.structs.replace(ev, originator_id=None))
-                if ev.prev != prev:
-                    self.ok = False
-                    return
-                prev = blake2b(payload, digest_size=16).digest()
-                self.last = expected
-                expected += 1
-                yield ev
-        except Exception:  # undecodable or undecryptable bytes: tampering; verify() says where
+            pending = self._verify_pending(getattr(reader, "_pending", ()))
+            if pending:
+                yield pending
+        except Exception:  # unreadable or undecryptable rows: tampering; verify() says where
             self.ok = False
             return
-        if self.last < reader.position:
+        if self.ok and self.last < reader.position:
             self.ok = False
 
+    def _verify_page(self, oid: Any, rows: list[tuple[int, str, bytes]]) -> list[Event]:
+        mapper = self.reader._ledger._app.mapper
+        if mapper.cipher is None and mapper.compressor is None:
+            payloads = [data for _, _, data in rows]
+        else:
+            payloads = []
+            for p, t, d in rows:
+                try:
+                    payloads.append(mapper.plaintext(StoredEvent(oid, p, t, d)))
+                except Exception:  # bytes the key does not open: keep what precedes them
+                    self.ok = False
+                    break
+        decoders = _decoders()
+        try:
+            events = [decoders[topic].decode(payload) for (_, topic, _), payload in zip(rows, payloads)]
+        except Exception:  # an unknown topic or bytes that do not decode: keep what precedes it
+            events = []
+            for (_, topic, _), payload in zip(rows, payloads):
+                try:
+                    events.append(decoders[topic].decode(payload))
+                except Exception:
+                    self.ok = False
+                    break
+        digests = [hashlib.blake2b(payload, digest_size=16).digest() for payload in payloads[: len(events)]]
+        verified: list[Event] = []
+        prev, expected = self._prev, self.last + 1
+        for (position, _, _), ev, digest in zip(rows, events, digests):
+            if position != expected or ev.originator_version != position or ev.prev != prev:
+                self.ok = False
+                break
+            if type(ev) is SessionStarted:
+                msgspec.structs.force_setattr(ev, "originator_id", oid)
+                if position != 1 and not (ev.forked_from is not None and ev.fork_position == position - 1):
+                    self.ok = False
+                    break
+            elif position == 1:
+                self.ok = False
+                break
+            verified.append(ev)
+            prev = digest
+            expected += 1
+        self._prev, self.last = prev, expected - 1
+        return verified
 
-def _rows(ledger: Any, session_id: UUID, start: int, stop: int) -> Iterator[tuple[UUID, int, str, bytes]]:
-    """(session id, position, topic, stored bytes) of positions start..stop (``Ledger._pages``)."""
-    for owner, rows in ledger._pages(session_id, start, stop, page=5000):
-        for position, topic, data in rows:
-            yield owner, position, topic, data
+    def _verify_pending(self, pending: Any) -> list[Event]:
+        from engine.codec import encode_payload
+
+        verified: list[Event] = []
+        for ev in pending:
+            if ev.originator_version != self.last + 1:
+                continue
+            if ev.prev != self._prev:
+                self.ok = False
+                break
+            self._prev = hashlib.blake2b(
+                encode_payload(msgspec.structs.replace(ev, originator_id=None)), digest_size=16
+            ).digest()
+            self.last += 1
+            verified.append(ev)
+        return verified
 
 
 class _Fold:
@@ -213,7 +233,13 @@ class _Fold:
         self.violations: dict[str, tuple[int, tuple[str, ...], int]] = {}
         self.failed_at: int | None = None
 
-    def run(self, events: Iterator[Event]) -> None:
+    def run(self, pages: Iterator[list[Event]]) -> None:
+        for events in pages:
+            if not self._run(events):
+                return
+
+    def _run(self, events: list[Event]) -> bool:
+        """Fold one page; False when an event cannot be applied (reported, the fold stops there)."""
         load = self.reader._load
         for ev in events:
             t = type(ev)
@@ -245,7 +271,8 @@ class _Fold:
                         ),
                     )
                 )
-                return
+                return False
+        return True
 
     def _rewritten(self, ev: Rewritten) -> None:
         live = self.state.live
@@ -423,7 +450,7 @@ def audit(reader: _Reader) -> AuditReport:
     position = reader.position
     walk = _ChainWalk(reader)
     fold = _Fold(reader)
-    fold.run(iter(walk))
+    fold.run(walk.pages())
     findings: list[Finding] = []
     chain_ok = walk.ok
     if not walk.ok:

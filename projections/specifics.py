@@ -450,13 +450,9 @@ def tokens(text: str) -> list[str]:
 def grams(toks: list[str], n: int = 4) -> set[str]:
     """Every run of 1..n consecutive tokens joined without separators (``billing api`` ->
     ``billingapi``), so names match whatever separators or case they are written with."""
-    out: set[str] = set()
-    k = len(toks)
-    for i in range(k):
-        joined = ""
-        for j in range(i, min(i + n, k)):
-            joined += toks[j]
-            out.add(joined)
+    out = set(toks)
+    for width in range(2, n + 1):  # zip/map/join run in C: ~2x the plain double loop
+        out.update(map("".join, zip(*(toks[i:] for i in range(width)))))
     return out
 
 
