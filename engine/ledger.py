@@ -58,6 +58,7 @@ _NS = uuid5(NAMESPACE_URL, "https://ctxledger.dev/")
 _MARK_ID = uuid5(_NS, "ledger")
 SNAPSHOT_MIN_BYTES = 32 * 1024
 SNAPSHOT_LIVE_FACTOR = 2
+LAST_POSITION = 2**62  # "to the end of the log" for range reads
 
 
 def session_uuid(name: str) -> UUID:
@@ -681,18 +682,11 @@ class Ledger:
             gt = rows[-1].originator_version
         return None
 
-    def _raw_events(self, session_id: UUID, stop: int | None = None, page: int = 1000) -> Iterator[StoredEvent]:
-        parent = self._parent(session_id)
-        gt = 0
-        if parent is not None:
-            yield from self._raw_events(parent[0], parent[1] if stop is None else min(stop, parent[1]), page)
-            gt = parent[1]
-        while True:
-            rows = self._app.recorder.select_events(session_id, gt=gt, lte=stop, limit=page)
-            if not rows:
-                return
-            yield from rows
-            gt = rows[-1].originator_version
+    def _raw_events(self, session_id: UUID, stop: int | None = None) -> Iterator[StoredEvent]:
+        """The stored records 1..stop (every stored one when stop is None), through a fork's parent."""
+        for owner, rows in self._pages(session_id, 1, stop if stop is not None else LAST_POSITION):
+            for position, topic, data in rows:
+                yield StoredEvent(owner, position, topic, data)
 
     def verify(self, session: str | UUID) -> VerifyResult:
         """Walk a session's hash chain as stored, without loading its buffer (so a log too damaged
@@ -711,6 +705,16 @@ class Ledger:
         return self._verify(session_id, None)
 
     def _verify(self, session_id: UUID, stop: int | None) -> VerifyResult:
+        """Walk the chain (``engine.chain.ChainWalk``, the fast path); when it stops early, walk it
+        again event by event to say where and why (``_explain``)."""
+        from engine.chain import ChainWalk
+
+        walk = ChainWalk(self, session_id, stop).run()
+        if walk.ok and walk.last > 0:
+            return VerifyResult(ok=True, position=walk.last, head=walk.head.hex())
+        return self._explain(session_id, stop)
+
+    def _explain(self, session_id: UUID, stop: int | None) -> VerifyResult:
         """Walk the chain: contiguous positions, decodable payloads whose embedded position matches
         their row, each ``prev`` equal to the hash of the event before it.
 

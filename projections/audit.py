@@ -18,12 +18,10 @@ extra read unless the span came back through ``restore``. Only events 1..n are u
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from eventsourcing.persistence import StoredEvent
 
 from engine.errors import LedgerError
 from engine.events import (
@@ -35,7 +33,6 @@ from engine.events import (
     Rederived,
     RewriteRefused,
     Rewritten,
-    SessionStarted,
 )
 from engine.spans import Provenance, Span
 from projections.buffer import apply
@@ -107,117 +104,6 @@ REFUSED = "rewrite-refused"
 DROPPED = "dropped-specifics"
 
 _ORDER = {"error": 0, "warning": 1, "info": 2}
-PAGE = 500  # rows read, decoded and hashed at a time: small enough to stay in the CPU's caches
-_DECODERS: dict[str, msgspec.msgpack.Decoder] = {}
-
-
-def _decoders() -> dict[str, msgspec.msgpack.Decoder]:
-    """Event decoders by stored topic: session events only (anything else in a session's stream is
-    tampering). Built on first use: engine.codec imports projections, so not at import time."""
-    if not _DECODERS:
-        from engine.codec import TOPICS
-
-        _DECODERS.update(
-            {topic: msgspec.msgpack.Decoder(cls) for cls, topic in TOPICS.items() if isinstance(cls, type) and issubclass(cls, Event)}
-        )
-    return _DECODERS
-
-
-class _ChainWalk:
-    """Decode the stored events 1..n once, checking the hash chain on the way.
-
-    The checks are verify's (contiguous positions, decodable payloads written for their position, one
-    SessionStarted first, each ``prev`` the hash of the stored bytes before it). The walk yields the
-    verified events a page at a time (whole pages are decoded and hashed in bulk); when any check
-    fails it yields what it verified before the failure, and stops, and ``reader.verify()`` is asked
-    for the authoritative explanation."""
-
-    def __init__(self, reader: _Reader):
-        self.reader = reader
-        self.ok = True
-        self.last = 0
-        self._prev = b""
-
-    def pages(self) -> Iterator[list[Event]]:
-        reader = self.reader
-        ledger = reader._ledger
-        try:
-            for oid, rows in ledger._pages(reader.id, 1, reader.position, page=PAGE):
-                verified = self._verify_page(oid, rows)
-                if verified:
-                    yield verified
-                if not self.ok:
-                    return
-            # commands accepted inside an open ``batch()`` are not stored yet: walk them too
-            pending = self._verify_pending(getattr(reader, "_pending", ()))
-            if pending:
-                yield pending
-        except Exception:  # unreadable or undecryptable rows: tampering; verify() says where
-            self.ok = False
-            return
-        if self.ok and self.last < reader.position:
-            self.ok = False
-
-    def _verify_page(self, oid: Any, rows: list[tuple[int, str, bytes]]) -> list[Event]:
-        mapper = self.reader._ledger._app.mapper
-        if mapper.cipher is None and mapper.compressor is None:
-            payloads = [data for _, _, data in rows]
-        else:
-            payloads = []
-            for p, t, d in rows:
-                try:
-                    payloads.append(mapper.plaintext(StoredEvent(oid, p, t, d)))
-                except Exception:  # bytes the key does not open: keep what precedes them
-                    self.ok = False
-                    break
-        decoders = _decoders()
-        try:
-            events = [decoders[topic].decode(payload) for (_, topic, _), payload in zip(rows, payloads)]
-        except Exception:  # an unknown topic or bytes that do not decode: keep what precedes it
-            events = []
-            for (_, topic, _), payload in zip(rows, payloads):
-                try:
-                    events.append(decoders[topic].decode(payload))
-                except Exception:
-                    self.ok = False
-                    break
-        digests = [hashlib.blake2b(payload, digest_size=16).digest() for payload in payloads[: len(events)]]
-        verified: list[Event] = []
-        prev, expected = self._prev, self.last + 1
-        for (position, _, _), ev, digest in zip(rows, events, digests):
-            if position != expected or ev.originator_version != position or ev.prev != prev:
-                self.ok = False
-                break
-            if type(ev) is SessionStarted:
-                msgspec.structs.force_setattr(ev, "originator_id", oid)
-                if position != 1 and not (ev.forked_from is not None and ev.fork_position == position - 1):
-                    self.ok = False
-                    break
-            elif position == 1:
-                self.ok = False
-                break
-            verified.append(ev)
-            prev = digest
-            expected += 1
-        self._prev, self.last = prev, expected - 1
-        return verified
-
-    def _verify_pending(self, pending: Any) -> list[Event]:
-        from engine.codec import encode_payload
-
-        verified: list[Event] = []
-        for ev in pending:
-            if ev.originator_version != self.last + 1:
-                continue
-            if ev.prev != self._prev:
-                self.ok = False
-                break
-            self._prev = hashlib.blake2b(
-                encode_payload(msgspec.structs.replace(ev, originator_id=None)), digest_size=16
-            ).digest()
-            self.last += 1
-            verified.append(ev)
-        return verified
 
 
 class _Fold:
@@ -448,7 +334,9 @@ def _sources_of(reader: _Reader, span: Span, fold: _Fold, cache: dict[int, Event
 def audit(reader: _Reader) -> AuditReport:
     """Audit ``reader`` (a Session, or a SessionView for an earlier position)."""
     position = reader.position
-    walk = _ChainWalk(reader)
+    from engine.chain import ChainWalk  # engine.codec imports projections: not at import time
+
+    walk = ChainWalk(reader._ledger, reader.id, reader.position, pending=getattr(reader, "_pending", ()))
     fold = _Fold(reader)
     fold.run(walk.pages())
     findings: list[Finding] = []
