@@ -140,3 +140,24 @@ def test_a_row_that_does_not_decode_is_named_by_the_bulk_read(tmp_path):
         assert e.value.position == 5
     assert [e.position for e in s.events(1, 4)] == [1, 2, 3, 4]  # the rows before it still read
     ledger.close()
+
+
+def test_the_fast_chain_walk_and_the_explaining_walk_agree(tmp_path):
+    from engine.codec import chain_hash
+
+    ledger = open_sqlite(tmp_path / "l.db")
+    s = ledger.create_session("a")
+    for i in range(1_200):  # more than two pages of the walk
+        s.observe(f"turn {i}")
+        if i % 7 == 0:
+            s.prune(f"o{i + 1}")
+    fast = s.verify()
+    slow = ledger._explain(s.id, s.position)
+    assert fast.ok and slow.ok
+    assert fast.position == slow.position == s.position
+    last = ledger._app.mapper.plaintext(ledger._stored_row(s.id, s.position))
+    assert fast.head == slow.head == chain_hash(last).hex()
+    fork = ledger.fork(s, at=700, name="b")
+    fork.observe("after the fork")
+    assert fork.verify().head == ledger._explain(fork.id, fork.position).head
+    ledger.close()
