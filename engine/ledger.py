@@ -648,19 +648,30 @@ class Ledger:
         for owner, rows in self._pages(session_id, start, stop, page):
             yield from decode_rows(owner, rows)
 
-    def _iter_events_desc(self, session_id: UUID, stop: int, page: int = 256) -> Iterator[Event]:
+    def _iter_events_desc(
+        self, session_id: UUID, stop: int, page: int = 1000, needle: bytes | None = None
+    ) -> Iterator[Event]:
+        """Events from ``stop`` back to the first. ``needle``: skip, without decoding them, the rows
+        whose plaintext bytes do not contain it (when the store is neither encrypted nor compressed)."""
         parent = self._parent(session_id)
         floor = parent[1] if parent is not None else 0
+        mapper = self._app.mapper
+        if mapper.cipher is not None or mapper.compressor is not None:
+            needle = None
         lte = stop
         while lte > floor:
-            rows = self._app.recorder.select_events(session_id, gt=floor, lte=lte, desc=True, limit=page)
+            try:
+                rows = self._app.recorder.select_events(session_id, gt=floor, lte=lte, desc=True, limit=page)
+            except Exception as e:
+                raise _storage_error(e, "cannot read the log") from None
             if not rows:
                 break
             for row in rows:
-                yield self._decode(row)
+                if needle is None or needle in row.state:
+                    yield self._decode(row)
             lte = rows[-1].originator_version - 1
         if parent is not None:
-            yield from self._iter_events_desc(parent[0], min(stop, parent[1]), page)
+            yield from self._iter_events_desc(parent[0], min(stop, parent[1]), page, needle)
 
     def _first_of_type(self, session_id: UUID, cls: type, lo: int, hi: int, page: int = 64) -> Event | None:
         parent = self._parent(session_id)

@@ -7,6 +7,7 @@ buffer projection itself (``projections.buffer.apply``), never a second copy of 
 from __future__ import annotations
 
 import contextlib
+import itertools
 from hashlib import blake2b as _blake2b
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -114,18 +115,31 @@ class _Reader:
 
     # -- the log ---------------------------------------------------------------------------
 
+    def _unsaved(self) -> tuple[int, Sequence[Event]]:
+        """(the last stored position, the events after it that are not stored yet): inside an open
+        ``batch()`` the newest commands are part of the log but wait to be written."""
+        return self.position, ()
+
     def events(self, start: int = 1, stop: int | None = None) -> Iterator[Event]:
-        """The log itself, in order: events ``start`` through ``stop`` inclusive (1-based)."""
+        """The log itself, in order: events ``start`` through ``stop`` inclusive (1-based), including
+        the commands of an open ``batch()`` that are not stored yet."""
         last = self.position if stop is None else min(stop, self.position)
         if not isinstance(start, int) or start < 1:
             raise PositionOutOfRangeError(f"start must be a position >= 1; got {start!r}")
-        return self._ledger._iter_events(self.id, start, last)
+        stored, pending = self._unsaved()
+        head = self._ledger._iter_events(self.id, start, min(last, stored))
+        if last <= stored:
+            return head
+        return itertools.chain(head, pending[max(start, stored + 1) - stored - 1 : last - stored])
 
     def event(self, position: int) -> Event:
         self._check_position(position)
         return self._load(position)
 
     def _load(self, position: int) -> Event:
+        stored, pending = self._unsaved()
+        if position > stored:
+            return pending[position - stored - 1]
         return self._ledger._read_event(self.id, position)
 
     def original(self, span_id: str) -> Span:
@@ -167,7 +181,11 @@ class _Reader:
     def _find_observed(self, k: int) -> Observed:
         """Binary search of the log for the event that observed ``o{k}``: a few primary-key page
         reads, so the state never needs an index that grows with the log."""
-        lo, hi = k + 1, self.position
+        stored, pending = self._unsaved()
+        for ev in pending:
+            if type(ev) is Observed and ev.span_id == f"o{k}":
+                return ev
+        lo, hi = k + 1, stored
         while lo <= hi:
             mid = (lo + hi) // 2
             ev = self._ledger._first_of_type(self.id, Observed, mid, hi)
@@ -183,21 +201,24 @@ class _Reader:
                 hi = mid - 1
         raise UnknownSpanError(f"o{k} is not in the log of session {self.name!r}", span_id=f"o{k}")
 
-    def _reverse(self) -> Iterator[Event]:
-        """Events from the newest back to the first."""
-        return self._ledger._iter_events_desc(self.id, self.position)
+    def _reverse(self, span_id: str) -> Iterator[Event]:
+        """Events from the newest back to the first, at least those that name ``span_id`` (the log
+        is scanned from the head; rows that cannot name it are skipped without being decoded)."""
+        stored, pending = self._unsaved()
+        yield from reversed(pending)
+        yield from self._ledger._iter_events_desc(self.id, stored, needle=_needle(span_id))
 
     def _last_touch(self, span_id: str) -> Event | None:
         """The newest event that changed whether ``span_id`` is live (a scan from the head: only
         restore and error messages need it)."""
-        for ev in self._reverse():
+        for ev in self._reverse(span_id):
             if _touches(ev, span_id):
                 return ev
         return None
 
     def _content_event(self, span_id: str) -> Event | None:
         """The newest event that set ``span_id``'s text (Observed, Rewritten or Rederived)."""
-        for ev in self._reverse():
+        for ev in self._reverse(span_id):
             if isinstance(ev, (Observed, Rewritten, Rederived)) and ev.span_id == span_id:
                 return ev
         return None
@@ -268,13 +289,24 @@ class _Reader:
     def at(self, n: int | str) -> SessionView:
         """The session exactly as it was after event ``n`` (a read-only view)."""
         n = self.resolve_position(n)
+        stored, pending = self._unsaved()
         if n == self.position:
-            return SessionView(self._ledger, self._ledger._copy_state(self._state))
-        return SessionView(self._ledger, self._ledger._state_at(self.id, n))
+            return SessionView(self._ledger, self._ledger._copy_state(self._state), tuple(pending))
+        if n <= stored:
+            return SessionView(self._ledger, self._ledger._state_at(self.id, n))
+        unsaved = tuple(pending[: n - stored])
+        state = self._ledger._state_at(self.id, stored)
+        for ev in unsaved:
+            state = apply(state, ev, self._load)  # positions up to n read the same from the session
+        return SessionView(self._ledger, state, unsaved)
 
     def rebuild(self) -> BufferState:
         """The buffer at this position rebuilt from the first event, ignoring snapshots."""
-        return self._ledger._rebuild(self.id, self.position)
+        stored, pending = self._unsaved()
+        state = self._ledger._rebuild(self.id, stored)
+        for ev in pending:
+            state = apply(state, ev, self._load)
+        return state
 
     def export(self, out: Any = None) -> list[str] | int:
         """The log as JSON lines (one object per event). With ``out`` (a path or a text stream) the
@@ -286,8 +318,20 @@ class _Reader:
         return write_export(self, out)
 
     def verify(self) -> VerifyResult:
-        """Walk the hash chain from the first event to this position."""
-        return self._ledger._verify(self.id, self.position)
+        """Walk the hash chain from the first event to this position (the unsaved commands of an
+        open ``batch()`` included)."""
+        from engine.chain import ChainWalk
+
+        stored, pending = self._unsaved()
+        walk = ChainWalk(self._ledger, self.id, stored, pending=pending).run()
+        if walk.ok and walk.last == self.position:
+            return VerifyResult(ok=True, position=walk.last, head=walk.head.hex())
+        if walk.last >= stored:  # the stored log is sound; an unsaved event does not chain
+            return VerifyResult(
+                ok=False, position=walk.last, first_bad_position=walk.last + 1,
+                reason=f"the unsaved event at position {walk.last + 1} does not chain to the event before it",
+            )
+        return self._ledger._explain(self.id, stored)
 
     # -- read side (projections/) ------------------------------------------------------------
 
@@ -334,6 +378,12 @@ class _Reader:
         return render(view.spans(), format=format, mark_derived=mark_derived, reader=view)
 
 
+def _needle(span_id: str) -> bytes:
+    """How ``span_id`` appears inside any stored payload that names it (msgpack: a str header, then
+    the bytes), as a field or an element of a tuple of ids."""
+    return msgspec.msgpack.encode(span_id)
+
+
 def _touches(ev: Event, span_id: str) -> bool:
     t = type(ev)
     if t is Pruned or t is Restored or t is Observed:
@@ -348,9 +398,15 @@ def _touches(ev: Event, span_id: str) -> bool:
 class SessionView(_Reader):
     """A session as it was at one position. Read-only."""
 
-    def __init__(self, ledger: Ledger, state: BufferState):
+    def __init__(self, ledger: Ledger, state: BufferState, unsaved: tuple[Event, ...] = ()):
         self._ledger = ledger
         self._state = state
+        # events after the stored log (a view taken inside an open batch), and where they start
+        self._pending_view = unsaved
+        self._stored = state.version - len(unsaved)
+
+    def _unsaved(self) -> tuple[int, Sequence[Event]]:
+        return self._stored, self._pending_view
 
     def __repr__(self) -> str:
         return f"<SessionView {self.name!r} at {self.position}: {len(self._state.live)} live spans>"
@@ -397,11 +453,8 @@ class Session(_Reader):
 
     # writing ---------------------------------------------------------------------------------
 
-    def _load(self, position: int) -> Event:
-        stored = self._state.version - len(self._pending)
-        if position > stored:
-            return self._pending[position - stored - 1]
-        return self._ledger._read_event(self.id, position)
+    def _unsaved(self) -> tuple[int, Sequence[Event]]:
+        return self._state.version - len(self._pending), self._pending
 
     def _emit(self, cls: type[Event], **fields: Any) -> Event:
         state = self._state

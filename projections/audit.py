@@ -336,7 +336,7 @@ def audit(reader: _Reader) -> AuditReport:
     position = reader.position
     from engine.chain import ChainWalk  # engine.codec imports projections: not at import time
 
-    walk = ChainWalk(reader._ledger, reader.id, reader.position, pending=getattr(reader, "_pending", ()))
+    walk = ChainWalk(reader._ledger, reader.id, reader.position, pending=reader._unsaved()[1])
     fold = _Fold(reader)
     fold.run(walk.pages())
     findings: list[Finding] = []

@@ -280,6 +280,40 @@ def test_batch_saves_once_and_accepts_everything(ledger):
     assert s.verify().ok
 
 
+def test_inside_a_batch_the_unsaved_commands_are_part_of_the_log(ledger):
+    s = ledger.create_session("s")
+    s.observe("stored before the batch")
+    with s.batch():
+        s.observe("one")
+        s.observe("two")
+        s.prune("o2")
+        assert s.restore("o2").text == "one"  # the prune it undoes is not stored yet
+        s.prune("o2")
+        assert s.original("o2").text == "one"  # observed and pruned, both unsaved
+        assert [type(e).__name__ for e in s.events()] == [
+            "SessionStarted", "Observed", "Observed", "Observed", "Pruned", "Restored", "Pruned"
+        ]
+        assert [e.position for e in s.events(3, 5)] == [3, 4, 5]
+        with pytest.raises(SpanNotLiveError, match="pruned at position 7"):
+            s.prune("o2")
+        assert ledger._head_version(s.id) == 2  # still nothing of the batch written
+    assert [type(e).__name__ for e in ledger.session("s").events()][-3:] == ["Pruned", "Restored", "Pruned"]
+    assert s.verify().ok
+
+
+def test_restore_and_messages_find_a_span_pruned_long_ago(ledger):
+    s = ledger.create_session("s")
+    with s.batch():
+        s.observe("an early observation that mentions o1 and o12 in its text")
+        s.prune("o1", reason="old")
+        for i in range(3_000):
+            s.observe(f"turn {i} (names o1 in passing)")
+    with pytest.raises(SpanNotLiveError, match="pruned at position 3"):
+        s.prune("o1")
+    assert s.restore("o1").text.startswith("an early observation")
+    assert [sp.id for sp in s.spans()][0] == "o1"  # back in its place
+
+
 def test_batch_keeps_refusal_when_block_raises(ledger):
     s = ledger.create_session("s")
     a = s.observe("a")

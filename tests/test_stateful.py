@@ -66,9 +66,12 @@ class LedgerMachine(RuleBasedStateMachine):
         self.session = self.ledger.create_session("machine")
         self.model = Model()
         self.history = {1: []}  # position -> expected buffer
+        self.batch = None  # an open ``with session.batch():`` block, entered by a rule
 
     def teardown(self):
         s = self.session
+        if self.batch is not None:
+            self.end_batch()
         for n, expected in self.history.items():
             assert snapshot(s.at(n)) == expected, f"time travel to {n} differs"
         reopened = self.ledger.session("machine")
@@ -276,6 +279,22 @@ class LedgerMachine(RuleBasedStateMachine):
         position = self.session.mark(label)
         assert self.session.marks()[label] == position
         self.record()
+
+    @precondition(lambda self: self.batch is None)
+    @rule()
+    def begin_batch(self):
+        """Later commands wait in memory until end_batch: every check below must see them."""
+        self.batch = self.session.batch()
+        self.batch.__enter__()
+        self.stored_at_begin = self.ledger._head_version(self.session.id)
+
+    @precondition(lambda self: self.batch is not None)
+    @rule()
+    def end_batch(self):
+        assert self.ledger._head_version(self.session.id) == self.stored_at_begin  # nothing written yet
+        batch, self.batch = self.batch, None
+        batch.__exit__(None, None, None)
+        assert self.ledger._head_version(self.session.id) == self.session.position
 
     @precondition(lambda self: self.session.position > 1)
     @rule(data=st.data())
