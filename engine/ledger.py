@@ -658,18 +658,26 @@ class Ledger:
         mapper = self._app.mapper
         if mapper.cipher is not None or mapper.compressor is not None:
             needle = None
+        recorder = self._app.recorder
+        fast = getattr(recorder, "select_rows", None)
         lte = stop
         while lte > floor:
             try:
-                rows = self._app.recorder.select_events(session_id, gt=floor, lte=lte, desc=True, limit=page)
+                if fast is not None:
+                    rows = fast(session_id, gt=floor, lte=lte, limit=page, desc=True)
+                else:
+                    rows = [
+                        (r.originator_version, r.topic, r.state)
+                        for r in recorder.select_events(session_id, gt=floor, lte=lte, desc=True, limit=page)
+                    ]
             except Exception as e:
                 raise _storage_error(e, "cannot read the log") from None
             if not rows:
                 break
-            for row in rows:
-                if needle is None or needle in row.state:
-                    yield self._decode(row)
-            lte = rows[-1].originator_version - 1
+            for position, topic, data in rows:
+                if needle is None or needle in data:
+                    yield self._decode(StoredEvent(session_id, position, topic, data))
+            lte = rows[-1][0] - 1
         if parent is not None:
             yield from self._iter_events_desc(parent[0], min(stop, parent[1]), page, needle)
 

@@ -167,13 +167,14 @@ class FastSQLiteApplicationRecorder(SQLiteApplicationRecorder):
             return cursor.fetchall()
 
     def select_rows(
-        self, originator_id: UUID, *, gt: int, lte: int, limit: int
+        self, originator_id: UUID, *, gt: int, lte: int, limit: int, desc: bool = False
     ) -> list[tuple[int, str, bytes]]:
-        """(position, topic, stored bytes) rows in order: the bulk-read path of rebuild and export."""
+        """(position, topic, stored bytes) rows in order (newest first with ``desc``): the bulk-read
+        path of rebuild, export, audit and the scans back from the head."""
         return self._select(
             f"SELECT originator_version, topic, state FROM {self.events_table_name} "
             "WHERE originator_id=? AND originator_version>? AND originator_version<=? "
-            "ORDER BY originator_version ASC LIMIT ?",
+            f"ORDER BY originator_version {'DESC' if desc else 'ASC'} LIMIT ?",
             (originator_id.hex, gt, lte, limit),
         )
 
