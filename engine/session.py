@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from engine.ledger import Ledger
 
 _force_setattr = msgspec.structs.force_setattr
-_ROLES = ROLES  # tuples: membership of an unhashable argument is False, not a TypeError
 _OBSERVED_KINDS = ("message", "tool_call", "tool_result")
 
 __all__ = ["Session", "SessionView", "VerifyResult"]
@@ -326,7 +325,7 @@ class _Reader:
         walk = ChainWalk(self._ledger, self.id, stored, pending=pending).run()
         if walk.ok and walk.last == self.position:
             return VerifyResult(ok=True, position=walk.last, head=walk.head.hex())
-        if walk.last >= stored:  # the stored log is sound; an unsaved event does not chain
+        if pending and walk.last >= stored:  # the stored log is sound; an unsaved event does not chain
             return VerifyResult(
                 ok=False, position=walk.last, first_bad_position=walk.last + 1,
                 reason=f"the unsaved event at position {walk.last + 1} does not chain to the event before it",
@@ -552,7 +551,7 @@ class Session(_Reader):
             and not text.isspace()
         ):
             validate.text(text)
-        if role not in _ROLES:
+        if role not in ROLES:  # a tuple: an unhashable role is simply not in it
             validate.role(role)
         if kind not in _OBSERVED_KINDS:
             validate.kind(kind, _OBSERVED_KINDS)
