@@ -331,7 +331,7 @@ class LedgerMachine(RuleBasedStateMachine):
 
 
 LedgerMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=200, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 TestLedgerOnMemory = LedgerMachine.TestCase
 
@@ -354,6 +354,6 @@ class SQLiteLedgerMachine(LedgerMachine):
 
 
 SQLiteLedgerMachine.TestCase.settings = settings(
-    max_examples=15, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=40, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 TestLedgerOnSQLite = SQLiteLedgerMachine.TestCase
