@@ -688,9 +688,28 @@ def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) ->
 _HEDGE_BEFORE = re.compile(rf"(?:(?P<approx>{_APPROX})|(?P<over>{_OVER})|(?P<under>{_UNDER}))\s*$", _I)
 
 
+# The last word of every hedge above (a hedge ends right before its number, so the text there must
+# end with one of these, or with one of the symbols): a cheap test that spares most numbers the search.
+_HEDGE_LAST_WORDS = frozenset(
+    "about around approximately approx roughly nearly almost some circa ca over than above least of "
+    "exceeding under below most to within".split()
+)
+
+
 def _hedge(text: str, start: int) -> str:
     """"approx", "over" or "under" when the number at ``start`` is hedged ("about 30", "over 2 GB")."""
-    m = _HEDGE_BEFORE.search(text, max(0, start - 24), start)
+    lo = max(0, start - 24)
+    tail = text[lo:start].rstrip()
+    if not tail:
+        return ""
+    if tail[-1] not in "~<>=":
+        end = len(tail) - 1 if tail[-1] == "." else len(tail)
+        i = end
+        while i > 0 and tail[i - 1].isalpha():
+            i -= 1
+        if tail[i:end].casefold() not in _HEDGE_LAST_WORDS:
+            return ""
+    m = _HEDGE_BEFORE.search(text, lo, start)
     if m is None:
         return ""
     if m.start() > 0 and text[m.start() - 1].isalnum():

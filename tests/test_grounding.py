@@ -285,3 +285,32 @@ def test_extraction_never_fails_and_spans_point_into_the_text(text):
         if sp.category != "quote":
             assert sp.text == text[sp.start : sp.end]
     SourceIndex.build([text])
+
+
+# -- the hedge shortcut ------------------------------------------------------------------------
+
+_HEDGE_PIECES = [
+    "about", "About", "around", "approximately", "approx.", "approx", "roughly", "nearly", "almost",
+    "~", "some", "circa", "ca.", "over", "more than", "MORE  THAN", "above", "at least", "upwards of",
+    ">", ">=", "exceeding", "under", "less than", "fewer than", "below", "at most", "up to", "<", "<=",
+    "within", "moreover", "Xabout", "x.approx.", "5over", "ſome", "é", "(", " ", "\n", "\t", "-", ".",
+    "the", "to", "of", "most", "than", "least", "a", "1",
+]
+
+
+@given(st.lists(st.sampled_from(_HEDGE_PIECES), max_size=8), st.sampled_from(["", " ", "  ", "\n"]))
+@settings(max_examples=500, deadline=None)
+def test_the_hedge_shortcut_agrees_with_the_plain_search(pieces, gap):
+    """_hedge skips the regex search when the text before a number cannot end with a hedge; it must
+    answer exactly what the search alone answers."""
+    from projections.specifics import _HEDGE_BEFORE, _hedge
+
+    def reference(text: str, start: int) -> str:
+        m = _HEDGE_BEFORE.search(text, max(0, start - 24), start)
+        if m is None or (m.start() > 0 and text[m.start() - 1].isalnum()):
+            return ""
+        return m.lastgroup or ""
+
+    text = "".join(pieces) + gap + "42 units"
+    start = text.rindex("42")
+    assert _hedge(text, start) == reference(text, start)
