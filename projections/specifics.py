@@ -647,7 +647,7 @@ def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) ->
         found.append(sp)
 
     words = set(_WORD.findall(text.lower()))
-    digits = any(c.isdigit() for c in text)
+    digits = any(map(str.isdigit, text))
     starts = _candidates(text, words)
     patterns = _patterns()
     for kind, rx in patterns:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,10 @@ def test_sqlite_file_holds_no_plaintext(tmp_path):
     s = led.session("secret-session-name")
     assert s.verify().ok and s.original("o1").text == MARKERS[0]
     assert s.rebuild() == s.state
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT count(*) FROM stored_snapshots").fetchone()[0] >= 1  # it was covered too
+    con.close()
+    assert [x.id for x in s.at(s.position - 1).spans()] == [x.id for x in s.spans()]  # from the snapshot
     led.close()
 
 
