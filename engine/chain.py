@@ -123,9 +123,7 @@ class ChainWalk:
     def _verify_pending(self, pending: Iterable[Event]) -> list[Event]:
         verified: list[Event] = []
         for ev in pending:
-            if ev.originator_version != self.last + 1:
-                continue
-            if ev.prev != self.head:
+            if ev.originator_version != self.last + 1 or ev.prev != self.head:
                 self.ok = False
                 break
             payload = encode_payload(msgspec.structs.replace(ev, originator_id=None))

@@ -8,7 +8,7 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
@@ -723,14 +723,20 @@ class Ledger:
             raise UnknownSessionError(f"no session named {str(session)!r} in {_redact(self.url)}")
         return self._verify(session_id, None)
 
-    def _verify(self, session_id: UUID, stop: int | None) -> VerifyResult:
-        """Walk the chain (``engine.chain.ChainWalk``, the fast path); when it stops early, walk it
-        again event by event to say where and why (``_explain``)."""
+    def _verify(self, session_id: UUID, stop: int | None, pending: Sequence[Event] = ()) -> VerifyResult:
+        """Walk the chain (``engine.chain.ChainWalk``, the fast path) to ``stop`` and on through the
+        ``pending`` events of an open batch; when it stops early, walk the stored log again event by
+        event to say where and why (``_explain``)."""
         from engine.chain import ChainWalk
 
-        walk = ChainWalk(self, session_id, stop).run()
+        walk = ChainWalk(self, session_id, stop, pending=pending).run()
         if walk.ok and walk.last > 0:
             return VerifyResult(ok=True, position=walk.last, head=walk.head.hex())
+        if pending and stop is not None and walk.last >= stop:  # the stored log is sound
+            return VerifyResult(
+                ok=False, position=walk.last, first_bad_position=walk.last + 1,
+                reason=f"the unsaved event at position {walk.last + 1} does not chain to the event before it",
+            )
         return self._explain(session_id, stop)
 
     def _explain(self, session_id: UUID, stop: int | None) -> VerifyResult:
