@@ -18,6 +18,7 @@ for a longer one it is a suffix or prefix of.
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -552,74 +553,88 @@ _PLAIN_INTERESTING = frozenset([*_MONTHS, *_WEEKDAYS, *_SMALL, *_TENS, *_SCALES,
 
 def _candidates(text: str, words: set[str]) -> dict[str, list[int]]:
     """For each pattern kind, the token starts where it is worth trying (cheap string tests)."""
-    out: dict[str, list[int]] = {}
+    out: defaultdict[str, list[int]] = defaultdict(list)
     months = not words.isdisjoint(_MONTH_WORDS)
+    cache = _KINDS_CACHE[months]
+    if len(cache) > 200_000:  # bounded: texts of many distinct tokens do not grow it for ever
+        cache.clear()
     for m in _TOKEN_AT.finditer(text):
         pos = m.start()
         if pos and not (text[pos - 1].isspace() or text[pos - 1] in "([{<>=,;:\"'`“~*|"):
             continue
         tok = m.group(0)
-        c = tok[0]
-        if tok.isalpha() and tok.islower():  # a plain lower-case word: most tokens
-            low = tok
-            if low in _PLAIN_INTERESTING:
-                if low in _MONTHS:
-                    out.setdefault("textdate", []).append(pos)
-                if low in _WEEKDAY_WORDS:
-                    out.setdefault("weekday", []).append(pos)
-                if low in _NUMBER_WORDS:
-                    out.setdefault("numword", []).append(pos)
-                    out.setdefault("wordquantity", []).append(pos)
-                elif low in ("a", "an", "half"):
-                    out.setdefault("wordquantity", []).append(pos)
-            continue
-        has_digit = _HAS_DIGIT.search(tok) is not None
-        kinds: list[str] = []
-        if "://" in tok:
-            kinds.append("url")
-        if "@" in tok:
-            kinds.append("email")
-        if "/" in tok or "\\" in tok or ("." in tok and not tok.endswith(".")) or (c == "." and len(tok) > 1) or c == "~":
-            kinds.append("path")
-        if "." in tok[:-1]:
-            kinds.append("host")
-        if has_digit:
-            kinds += ("uuid", "hash", "identifier")
-            if c.isdigit():
-                kinds += ("datetime", "isodate", "slashdate", "time", "ip", "version", "quantity", "number")
-                if months:
-                    kinds.append("textdate")
-            elif c in "+-." and len(tok) > 1 and tok[1].isdigit():
-                kinds += ("number", "quantity")
-            elif c in "vV":
-                kinds.append("version")
-            elif c in "$€£":
-                kinds.append("currency")
-            elif c == "#":
-                kinds.append("code")
-        low = tok.lower().strip(".,:;!?'\")")
-        if not c.isdigit():
-            if low in _MONTHS or (low.rstrip(".") in _MONTHS):
-                kinds.append("textdate")
-            if low in _WEEKDAY_WORDS:
-                kinds.append("weekday")
-            head = low.split("-")[0]
-            if head in _NUMBER_WORDS:
-                kinds += ("wordquantity", "numword")
-            elif head in ("a", "an", "half"):
-                kinds.append("wordquantity")
-        if c.isupper():
-            kinds.append("code")
-        if "_" in tok:
-            kinds.append("snake")
-        if "-" in tok:
-            kinds.append("kebab")
-        if c.isupper() or _HAS_UPPER.search(tok):
-            kinds += ("camel", "capword")
+        kinds = cache.get(tok)
+        if kinds is None:
+            kinds = cache[tok] = _token_kinds(tok, months)
         for k in kinds:
-            out.setdefault(k, []).append(pos)
-        # time after a number glued to am/pm ("2pm") and versions after "version " are covered above
+            out[k].append(pos)
     return out
+
+
+# The kinds a token can start depend only on the token (and on whether the text names a month):
+# texts repeat their tokens, so the classification is remembered per token.
+_KINDS_CACHE: dict[bool, dict[str, tuple[str, ...]]] = {False: {}, True: {}}
+
+
+def _token_kinds(tok: str, months: bool) -> tuple[str, ...]:
+    """The pattern kinds worth trying where ``tok`` starts, in the order they are tried."""
+    c = tok[0]
+    if tok.isalpha() and tok.islower():  # a plain lower-case word: most tokens
+        plain: list[str] = []
+        if tok in _PLAIN_INTERESTING:
+            if tok in _MONTHS:
+                plain.append("textdate")
+            if tok in _WEEKDAY_WORDS:
+                plain.append("weekday")
+            if tok in _NUMBER_WORDS:
+                plain += ("numword", "wordquantity")
+            elif tok in ("a", "an", "half"):
+                plain.append("wordquantity")
+        return tuple(plain)
+    has_digit = _HAS_DIGIT.search(tok) is not None
+    kinds: list[str] = []
+    if "://" in tok:
+        kinds.append("url")
+    if "@" in tok:
+        kinds.append("email")
+    if "/" in tok or "\\" in tok or ("." in tok and not tok.endswith(".")) or (c == "." and len(tok) > 1) or c == "~":
+        kinds.append("path")
+    if "." in tok[:-1]:
+        kinds.append("host")
+    if has_digit:
+        kinds += ("uuid", "hash", "identifier")
+        if c.isdigit():
+            kinds += ("datetime", "isodate", "slashdate", "time", "ip", "version", "quantity", "number")
+            if months:
+                kinds.append("textdate")
+        elif c in "+-." and len(tok) > 1 and tok[1].isdigit():
+            kinds += ("number", "quantity")
+        elif c in "vV":
+            kinds.append("version")
+        elif c in "$€£":
+            kinds.append("currency")
+        elif c == "#":
+            kinds.append("code")
+    low = tok.lower().strip(".,:;!?'\")")
+    if not c.isdigit():
+        if low in _MONTHS or (low.rstrip(".") in _MONTHS):
+            kinds.append("textdate")
+        if low in _WEEKDAY_WORDS:
+            kinds.append("weekday")
+        head = low.split("-")[0]
+        if head in _NUMBER_WORDS:
+            kinds += ("wordquantity", "numword")
+        elif head in ("a", "an", "half"):
+            kinds.append("wordquantity")
+    if c.isupper():
+        kinds.append("code")
+    if "_" in tok:
+        kinds.append("snake")
+    if "-" in tok:
+        kinds.append("kebab")
+    if c.isupper() or _HAS_UPPER.search(tok):
+        kinds += ("camel", "capword")
+    return tuple(kinds)
 
 
 def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) -> list[Specific]:
@@ -982,9 +997,12 @@ class SourceIndex:
         # summary ("port 8080" in a URL, "migration 0042" in 0042_add_index); the minutes of a clock
         # time do not ("retried 7 times" is not supported by "07:41"), but a date's year does
         for i, t in enumerate(texts):
-            clocks = [(sp.start, sp.end) for sp in idx.per_text[i] if sp.category == "time"]
+            in_clock = bytearray(len(t) + 1)  # 1 inside a clock time
+            for sp in idx.per_text[i]:
+                if sp.category == "time" and sp.end > sp.start:
+                    in_clock[sp.start : sp.end] = b"\x01" * (sp.end - sp.start)
             for m in _DIGITS.finditer(t):
-                if any(a <= m.start() < b for a, b in clocks):
+                if in_clock[m.start()]:
                     continue
                 idx.numbers.add(_canon(float(m.group(0).replace(",", ""))))
         return idx
