@@ -12,7 +12,7 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import StoredEvent
 
-from engine.codec import CHAIN_DIGEST_SIZE, TOPICS, encode_payload
+from engine.codec import CHAIN_DIGEST_SIZE, SESSION_DECODERS, encode_payload
 from engine.events import Event, SessionStarted
 
 if TYPE_CHECKING:
@@ -23,11 +23,7 @@ __all__ = ["ChainWalk"]
 PAGE = 500  # rows read, decoded and hashed at a time: small enough to stay in the CPU's caches
 
 # Session events only: anything else in a session's stream (a snapshot, the ledger mark) is tampering.
-_DECODERS = {
-    topic: msgspec.msgpack.Decoder(cls)
-    for cls, topic in TOPICS.items()
-    if isinstance(cls, type) and issubclass(cls, Event)
-}
+_DECODERS = SESSION_DECODERS
 
 
 class ChainWalk:

@@ -80,6 +80,7 @@ _DECODERS = {topic: msgspec.msgpack.Decoder(cls) for topic, cls in _BY_TOPIC.ite
 _ENCODER = msgspec.msgpack.Encoder()
 encode_event = _ENCODER.encode  # encode_payload without the call: the write path's hot loop
 _FAST_TOPICS = frozenset(TOPIC_PREFIX + name for name in EVENT_TYPES)
+SESSION_DECODERS = {topic: d for topic, d in _DECODERS.items() if topic in _FAST_TOPICS}  # session events only
 
 
 def encode_payload(obj: Any) -> bytes:

@@ -624,24 +624,30 @@ class Ledger:
             if start <= parent[1]:
                 yield from self._pages(parent[0], start, min(stop, parent[1]), page)
             start = max(start, parent[1] + 1)
-        recorder = self._app.recorder
-        fast = getattr(recorder, "select_rows", None)
         gt = start - 1
         while gt < stop:
-            try:
-                if fast is not None:
-                    rows = fast(session_id, gt=gt, lte=stop, limit=page)
-                else:
-                    rows = [
-                        (r.originator_version, r.topic, r.state)
-                        for r in recorder.select_events(session_id, gt=gt, lte=stop, limit=page)
-                    ]
-            except Exception as e:
-                raise _storage_error(e, "cannot read the log") from None
+            rows = self._select_rows(session_id, gt, stop, page)
             if not rows:
                 return
             yield session_id, rows
             gt = rows[-1][0]
+
+    def _select_rows(
+        self, session_id: UUID, gt: int, lte: int, limit: int, desc: bool = False
+    ) -> list[tuple[int, str, bytes]]:
+        """(position, topic, stored bytes) rows of one session's stream: the recorder's plain-row
+        read where it has one (SQLite), its ``select_events`` otherwise."""
+        recorder = self._app.recorder
+        try:
+            fast = getattr(recorder, "select_rows", None)
+            if fast is not None:
+                return fast(session_id, gt=gt, lte=lte, limit=limit, desc=desc)
+            return [
+                (r.originator_version, r.topic, r.state)
+                for r in recorder.select_events(session_id, gt=gt, lte=lte, desc=desc, limit=limit)
+            ]
+        except Exception as e:
+            raise _storage_error(e, "cannot read the log") from None
 
     def _iter_events(self, session_id: UUID, start: int, stop: int, page: int = 1000) -> Iterator[Event]:
         decode_rows = self._app.mapper.decode_rows
@@ -665,20 +671,9 @@ class Ledger:
         mapper = self._app.mapper
         if mapper.cipher is not None or mapper.compressor is not None:
             needle = None
-        recorder = self._app.recorder
-        fast = getattr(recorder, "select_rows", None)
         lte = stop
         while lte > floor:
-            try:
-                if fast is not None:
-                    rows = fast(session_id, gt=floor, lte=lte, limit=page, desc=True)
-                else:
-                    rows = [
-                        (r.originator_version, r.topic, r.state)
-                        for r in recorder.select_events(session_id, gt=floor, lte=lte, desc=True, limit=page)
-                    ]
-            except Exception as e:
-                raise _storage_error(e, "cannot read the log") from None
+            rows = self._select_rows(session_id, floor, lte, page, desc=True)
             if not rows:
                 break
             for position, topic, data in rows:
