@@ -1,0 +1,1 @@
+"""Importers: turn what other tools recorded (transcripts, message logs) into ledger sessions."""

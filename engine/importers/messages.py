@@ -1,0 +1,571 @@
+"""The ``messages`` diff: what changed between two full message lists a client sent to a model.
+
+An agent calling the OpenAI or Anthropic API re-sends its whole history on every call. Diffing each
+request against what the session has recorded turns that stream into ledger commands:
+
+- messages appended since the last call           -> observed spans (``by`` the client);
+- messages the client dropped                      -> pruned (``by="client"``);
+- ONE new message standing where two or more consecutive messages were dropped
+                                                   -> a derived span of them (``by="client"``), so
+  ``ctxledger audit`` judges the client's own summaries; a summary over an earlier summary is a
+  rewrite of a derived span: refused (and recorded) in a strict session, a recorded violation of
+  generation 2 in a permissive one;
+- a single dropped message replaced by a new one   -> a prune and an observation.
+
+A message becomes one span per part: text, each tool call (``kind="tool_call"`` with
+``tool_call_id``/``name``/``arguments`` in ``meta``), each tool result (``kind="tool_result"``).
+Every span carries ``meta["msg"]`` (a stable hash of its message's meaningful content, blind to
+``cache_control``, thinking blocks and formatting), ``meta["part"]`` and ``meta["parts"]``: the
+recorder rebuilds its view of the client's list from the session alone after a restart.
+
+The buffer's order is the order of observation, so a new message can only be appended. When a
+client inserts or replaces a message in the middle, the messages after it are re-observed (the
+stale copies pruned), keeping the live buffer equal to the list the client sent.
+
+Cost: a request that only appends is O(new messages) in Python; the unchanged prefix is compared by
+hash (raw message bytes are hashed in C and mapped to their canonical hash through a cache).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Sequence
+from hashlib import blake2b
+from typing import Any, NamedTuple
+
+import msgspec
+
+from engine import validate
+from engine.errors import ImportFormatError, InvalidInputError, LedgerError, RewritePolicyError, SpanNotLiveError
+
+__all__ = [
+    "APIS",
+    "Message",
+    "Part",
+    "MessageRecorder",
+    "RequestRecord",
+    "canonical_message",
+    "canonical_reply",
+    "system_message",
+]
+
+APIS = ("openai", "anthropic")
+MAX_ARGUMENT_META_BYTES = 64 * 1024  # larger tool arguments live in the span text only
+_RAW_CACHE_LIMIT = 4096
+
+
+class Part(NamedTuple):
+    """One span's worth of a message."""
+
+    role: str
+    kind: str
+    text: str
+    meta: dict[str, Any]
+
+
+class Message(NamedTuple):
+    """A message reduced to what the ledger records, and the hash that identifies it."""
+
+    role: str
+    parts: tuple[Part, ...]
+    hash: str
+
+    @property
+    def summary_candidate(self) -> bool:
+        """One plain text part: the shape a client's summary of earlier turns takes."""
+        return len(self.parts) == 1 and self.parts[0].kind == "message" and not self.parts[0].meta
+
+
+class RequestRecord(msgspec.Struct, kw_only=True):
+    """What one recorded request (or reply) changed in the session."""
+
+    session: str
+    messages: int = 0  # messages in the request that carry recordable content
+    skipped: int = 0  # messages with nothing to record (empty, thinking only)
+    observed: list[str] = []
+    pruned: list[str] = []
+    derived: list[str] = []  # spans written for the client's summaries
+    violations: list[str] = []  # derived spans that summarize a summary (permissive sessions)
+    refused: list[str] = []  # summaries the session refused; recorded as observations instead
+    reobserved: int = 0  # messages re-observed because something was inserted before them
+    position: int = 0  # the session's position afterwards
+
+
+# -- canonical form ---------------------------------------------------------------------------
+
+
+def _hash(role: str, parts: Sequence[Part]) -> str:
+    body = msgspec.json.encode([role, [[p.role, p.kind, p.text, p.meta] for p in parts]], order="sorted")
+    return blake2b(body, digest_size=12).hexdigest()
+
+
+def _message(role: str, parts: list[Part]) -> Message | None:
+    if not parts:
+        return None
+    for p in parts:  # checked before anything is written: a bad message leaves the log unchanged
+        try:
+            validate.text(p.text, f"a {p.kind} of the {role}")
+        except InvalidInputError as e:
+            raise ImportFormatError(e.message) from None
+    return Message(role, tuple(parts), _hash(role, parts))
+
+
+def _bad(message: str, index: int | None) -> ImportFormatError:
+    where = f"message {index}: " if index is not None else ""
+    return ImportFormatError(f"{where}{message}", line=index)
+
+
+def _arguments(raw: Any) -> tuple[str, Any]:
+    """Tool-call arguments as (canonical JSON text, value for meta)."""
+    value = raw
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            return raw, raw  # not JSON: kept verbatim
+    if value is None:
+        value = {}
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
+    return text, value
+
+
+def _tool_call(call_id: Any, name: Any, raw_args: Any, index: int | None) -> Part:
+    if not isinstance(call_id, str) or not call_id:
+        raise _bad("a tool call needs a non-empty string id", index)
+    if not isinstance(name, str) or not name:
+        raise _bad(f"tool call {call_id} needs a name", index)
+    text, value = _arguments(raw_args)
+    meta: dict[str, Any] = {"tool_call_id": call_id, "name": name}
+    if len(text) <= MAX_ARGUMENT_META_BYTES:
+        meta["arguments"] = value
+    return Part("assistant", "tool_call", f"{name}({text})", meta)
+
+
+def _text_of_blocks(content: Any, index: int | None) -> tuple[str, list[str]]:
+    """Text of a content list (OpenAI parts or Anthropic blocks) and the non-text block types."""
+    texts: list[str] = []
+    other: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            texts.append(block)
+            continue
+        if not isinstance(block, dict):
+            raise _bad(f"a content block must be an object, not {type(block).__name__}", index)
+        kind = block.get("type")
+        if kind in ("text", "input_text", "output_text", "refusal"):
+            value = block.get("text", block.get("refusal"))
+            if not isinstance(value, str):
+                raise _bad(f"a {kind} block needs a string", index)
+            texts.append(value)
+        else:
+            other.append(str(kind))
+    return "\n".join(t for t in texts if t.strip()), other
+
+
+def _text_parts(role: str, content: Any, index: int | None) -> list[Part]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [Part(role, "message", content, {})] if content.strip() else []
+    if not isinstance(content, list):
+        raise _bad(f"content must be a string or a list, not {type(content).__name__}", index)
+    text, other = _text_of_blocks(content, index)
+    parts = [Part(role, "message", text, {})] if text else []
+    parts.extend(Part(role, "message", f"[{kind} omitted]", {"omitted": kind}) for kind in other)
+    return parts
+
+
+def _tool_result_text(content: Any, index: int | None) -> tuple[str, dict[str, Any]]:
+    if content is None:
+        content = ""
+    if isinstance(content, list):
+        text, other = _text_of_blocks(content, index)
+        if other:
+            text = "\n".join([text, *(f"[{kind} omitted]" for kind in other)]).strip()
+    elif isinstance(content, str):
+        text = content
+    else:
+        raise _bad(f"tool result content must be a string or a list, not {type(content).__name__}", index)
+    if not text.strip():
+        return "[empty tool output]", {"empty": True}
+    return text, {}
+
+
+def _openai(message: dict[str, Any], index: int | None) -> Message | None:
+    role = message.get("role")
+    content = message.get("content")
+    if role in ("system", "developer"):
+        parts = _text_parts("system", content, index)
+        if role == "developer":
+            parts = [p._replace(meta={**p.meta, "developer": True}) for p in parts]
+        return _message("system", parts)
+    if role == "user":
+        return _message("user", _text_parts("user", content, index))
+    if role == "assistant":
+        parts = _text_parts("assistant", content, index)
+        calls = message.get("tool_calls") or []
+        if not isinstance(calls, list):
+            raise _bad("tool_calls must be a list", index)
+        for call in calls:
+            if not isinstance(call, dict):
+                raise _bad("a tool call must be an object", index)
+            fn = call.get("function") or {}
+            if not isinstance(fn, dict):
+                raise _bad("a tool call's function must be an object", index)
+            parts.append(_tool_call(call.get("id"), fn.get("name"), fn.get("arguments"), index))
+        legacy = message.get("function_call")
+        if isinstance(legacy, dict):
+            parts.append(_tool_call("function_call", legacy.get("name"), legacy.get("arguments"), index))
+        return _message("assistant", parts)
+    if role in ("tool", "function"):
+        call_id = message.get("tool_call_id") if role == "tool" else "function_call"
+        if not isinstance(call_id, str) or not call_id:
+            raise _bad("a tool message needs a tool_call_id", index)
+        text, meta = _tool_result_text(content, index)
+        return _message("tool", [Part("tool", "tool_result", text, {"tool_call_id": call_id, **meta})])
+    raise _bad(f"unknown role {role!r}", index)
+
+
+def _anthropic(message: dict[str, Any], index: int | None) -> Message | None:
+    role = message.get("role")
+    if role not in ("user", "assistant"):
+        raise _bad(f"an Anthropic message's role is user or assistant, not {role!r}", index)
+    content = message.get("content")
+    if isinstance(content, str) or content is None:
+        return _message(role, _text_parts(role, content, index))
+    if not isinstance(content, list):
+        raise _bad(f"content must be a string or a list, not {type(content).__name__}", index)
+    parts: list[Part] = []
+    for block in content:
+        if not isinstance(block, dict):
+            raise _bad(f"a content block must be an object, not {type(block).__name__}", index)
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if not isinstance(text, str):
+                raise _bad("a text block needs a string", index)
+            if text.strip():
+                parts.append(Part(role, "message", text, {}))
+        elif kind in ("tool_use", "server_tool_use"):
+            parts.append(_tool_call(block.get("id"), block.get("name"), block.get("input"), index))
+        elif kind == "tool_result":
+            text, meta = _tool_result_text(block.get("content"), index)
+            call_id = block.get("tool_use_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise _bad("a tool_result block needs a tool_use_id", index)
+            if block.get("is_error"):
+                meta["is_error"] = True
+            parts.append(Part("tool", "tool_result", text, {"tool_call_id": call_id, **meta}))
+        elif kind in ("thinking", "redacted_thinking"):
+            continue  # the model's scratch work: not part of what the ledger tracks
+        else:
+            parts.append(Part(role, "message", f"[{kind} omitted]", {"omitted": str(kind)}))
+    return _message(role, parts)
+
+
+def canonical_message(message: Any, api: str, index: int | None = None) -> Message | None:
+    """A request message (dict, JSON bytes or ``msgspec.Raw``) in canonical form; None when it
+    carries nothing to record. Malformed messages raise ``ImportFormatError``."""
+    if isinstance(message, (bytes, bytearray, memoryview, msgspec.Raw)):
+        try:
+            message = msgspec.json.decode(message)
+        except msgspec.DecodeError as e:
+            raise _bad(f"not valid JSON: {e}", index) from None
+    if not isinstance(message, dict):
+        raise _bad(f"a message must be an object, not {type(message).__name__}", index)
+    if api == "openai":
+        return _openai(message, index)
+    if api == "anthropic":
+        return _anthropic(message, index)
+    raise ImportFormatError(f"api must be one of {', '.join(APIS)}; got {api!r}")
+
+
+def system_message(system: Any) -> Message | None:
+    """Anthropic's top-level ``system`` (a string or text blocks) as a leading system message."""
+    if system is None:
+        return None
+    if not isinstance(system, (str, list)):
+        raise _bad(f"system must be a string or a list of blocks, not {type(system).__name__}", None)
+    return _message("system", _text_parts("system", system, None))
+
+
+def canonical_reply(reply: Any, api: str) -> tuple[Message | None, dict[str, Any]]:
+    """A model's reply (a whole response body, or just its message) as a canonical assistant message,
+    and the reply's own metadata (model, usage, stop reason)."""
+    if not isinstance(reply, dict):
+        raise _bad(f"a reply must be an object, not {type(reply).__name__}", None)
+    info: dict[str, Any] = {}
+    if api == "openai" and "choices" in reply:
+        choices = reply.get("choices") or []
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return None, _reply_info(reply, info)
+        if len(choices) > 1:
+            info["choices"] = len(choices)
+        if choices[0].get("finish_reason"):
+            info["finish_reason"] = choices[0]["finish_reason"]
+        message = {"role": "assistant", **(choices[0].get("message") or {})}
+    elif api == "anthropic" and reply.get("type") == "message":
+        message = {"role": "assistant", "content": reply.get("content") or []}
+        if reply.get("stop_reason"):
+            info["stop_reason"] = reply["stop_reason"]
+    else:
+        message = {"role": "assistant", **reply}
+    return canonical_message(message, api), _reply_info(reply, info)
+
+
+def _reply_info(reply: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
+    for key in ("model", "usage", "id"):
+        if reply.get(key) is not None:
+            info["reply_id" if key == "id" else key] = reply[key]
+    return info
+
+
+# -- the recorder ---------------------------------------------------------------------------
+
+
+class MessageRecorder:
+    """Records successive full message lists (and the model's replies) into one session.
+
+    The recorder keeps the client's view: the messages of the last request, each with the span ids
+    recorded for it. It is rebuilt from the session's log when created, so a restarted proxy or a
+    re-run import continues where the last one stopped.
+    """
+
+    def __init__(self, session: Any, *, by: str = "client", reply_by: str = "model"):
+        self.session = session
+        self.by = by
+        self.reply_by = reply_by
+        self._hashes: list[str] = []
+        self._spans: list[tuple[str, ...]] = []
+        self._raw: dict[bytes, Message | None] = {}
+        self.resync()
+
+    # -- the client's view ------------------------------------------------------------------
+
+    @property
+    def hashes(self) -> list[str]:
+        """The hashes of the messages the client's last request held (plus the replies since)."""
+        return list(self._hashes)
+
+    @property
+    def entries(self) -> list[tuple[str, tuple[str, ...]]]:
+        """(message hash, span ids) for each message of the client's view, in order."""
+        return list(zip(self._hashes, self._spans))
+
+    def resync(self, *, refresh: bool = False) -> None:
+        """Rebuild the client's view from the session's log (after a restart or a failed write).
+
+        A fold over the log: observed parts of recorded messages join the view; a prune or rewrite
+        ``by`` this recorder's client takes them out; the client's summaries join it where their
+        earliest input was. Compaction by anyone else does not change what the client sent."""
+        if refresh:
+            with contextlib.suppress(LedgerError):  # a store that went away: read what the session has
+                self.session.refresh()
+        spans: dict[str, tuple[float, str, int]] = {}  # span id -> (order key, msg hash, part)
+        for ev in self.session.events():
+            kind = type(ev).__name__
+            if kind == "Observed":
+                msg = ev.meta.get("msg")
+                if isinstance(msg, str):
+                    spans[ev.span_id] = (int(ev.span_id[1:]), msg, int(ev.meta.get("part", 0)))
+            elif kind == "Pruned":
+                if ev.by == self.by:
+                    spans.pop(ev.span_id, None)
+            elif kind == "Rewritten":
+                if ev.by == self.by and isinstance(ev.meta.get("msg"), str):
+                    keys = [spans.pop(i)[0] for i in ev.inputs if i in spans]
+                    if keys:
+                        spans[ev.span_id] = (min(keys), ev.meta["msg"], 0)
+        hashes: list[str] = []
+        ids: list[list[str]] = []
+        for span_id, (_, msg, part) in sorted(spans.items(), key=lambda kv: (kv[1][0], kv[1][2])):
+            if part == 0 or not hashes or hashes[-1] != msg:
+                hashes.append(msg)
+                ids.append([span_id])
+            else:
+                ids[-1].append(span_id)
+        self._hashes = hashes
+        self._spans = [tuple(i) for i in ids]
+
+    # -- canonical lists ----------------------------------------------------------------------
+
+    def _canonical(self, message: Any, api: str, index: int) -> Message | None:
+        if isinstance(message, (bytes, msgspec.Raw)):
+            key = blake2b(bytes(message), digest_size=16, person=api.encode()[:16]).digest()
+            try:
+                return self._raw[key]
+            except KeyError:
+                pass
+            found = canonical_message(message, api, index)
+            if len(self._raw) >= _RAW_CACHE_LIMIT + 2 * len(self._hashes):
+                self._raw.clear()
+            self._raw[key] = found
+            return found
+        return canonical_message(message, api, index)
+
+    def canonical_list(self, messages: Iterable[Any], *, api: str, system: Any = None) -> tuple[list[Message], int]:
+        """The request's messages in canonical form (system first), and how many carried nothing."""
+        if api not in APIS:
+            raise ImportFormatError(f"api must be one of {', '.join(APIS)}; got {api!r}")
+        if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Iterable):
+            raise _bad(f"messages must be a list, not {type(messages).__name__}", None)
+        out: list[Message] = []
+        skipped = 0
+        if system is not None:
+            head = system_message(system)
+            if head is None:
+                skipped += 1
+            else:
+                out.append(head)
+        for i, message in enumerate(messages):
+            m = self._canonical(message, api, i)
+            if m is None:
+                skipped += 1
+            else:
+                out.append(m)
+        return out, skipped
+
+    # -- recording ------------------------------------------------------------------------------
+
+    def record_request(
+        self,
+        messages: Iterable[Any],
+        *,
+        api: str,
+        system: Any = None,
+        meta: dict[str, Any] | None = None,
+    ) -> RequestRecord:
+        """Diff a request's full message list against the client's view and record the changes
+        (in one transaction). A malformed message raises ``ImportFormatError`` before anything is
+        written. On any failure the recorder re-reads the session, so a retry is safe."""
+        new, skipped = self.canonical_list(messages, api=api, system=system)
+        record = RequestRecord(session=self.session.name, messages=len(new), skipped=skipped)
+        extra = {"request": meta} if meta else {}
+        hashes = [m.hash for m in new]
+        known = len(self._hashes)
+        try:
+            with self.session.batch():
+                if hashes[:known] == self._hashes:
+                    for m in new[known:]:
+                        self._add(m, extra, self.by, record)
+                else:
+                    self._reconcile(new, hashes, extra, record)
+        except BaseException:
+            self.resync(refresh=True)
+            raise
+        record.position = self.session.position
+        return record
+
+    def record_reply(self, reply: Any, *, api: str, meta: dict[str, Any] | None = None) -> RequestRecord:
+        """Record the model's reply (text and tool calls) as observed, at the end of the client's view."""
+        if api not in APIS:
+            raise ImportFormatError(f"api must be one of {', '.join(APIS)}; got {api!r}")
+        message, info = canonical_reply(reply, api)
+        record = RequestRecord(session=self.session.name)
+        if message is None:
+            record.skipped = 1
+            record.position = self.session.position
+            return record
+        record.messages = 1
+        extra = {**info, **(meta or {})}
+        try:
+            with self.session.batch():
+                self._add(message, {"reply": extra} if extra else {}, self.reply_by, record)
+        except BaseException:
+            self.resync(refresh=True)
+            raise
+        record.position = self.session.position
+        return record
+
+    # -- the diff -------------------------------------------------------------------------------
+
+    def _observe(self, m: Message, extra: dict[str, Any], by: str) -> tuple[str, ...]:
+        ids = []
+        n = len(m.parts)
+        for i, p in enumerate(m.parts):
+            meta = {**p.meta, "msg": m.hash, "part": i, "parts": n, **extra}
+            ids.append(self.session.observe(p.text, role=p.role, kind=p.kind, meta=meta, by=by).id)
+        return tuple(ids)
+
+    def _add(self, m: Message, extra: dict[str, Any], by: str, record: RequestRecord) -> None:
+        ids = self._observe(m, extra, by)
+        record.observed.extend(ids)
+        self._hashes.append(m.hash)
+        self._spans.append(ids)
+
+    def _prune(self, ids: Sequence[str], reason: str, record: RequestRecord) -> None:
+        live = self.session.state.live
+        for span_id in ids:
+            if span_id in live:  # a compactor may have taken it out already
+                self.session.prune(span_id, reason=reason, by=self.by)
+                record.pruned.append(span_id)
+
+    def _summarize(self, old: list[tuple[str, ...]], m: Message, extra: dict[str, Any], record: RequestRecord) -> tuple[str, ...] | None:
+        """The client's summary of ``old`` as a derived span; None when the session refuses it or
+        its inputs are no longer all live (then it is pruned-and-observed instead)."""
+        inputs = [span_id for ids in old for span_id in ids]
+        live = self.session.state.live
+        if not all(i in live for i in inputs):
+            return None
+        part = m.parts[0]
+        meta = {"msg": m.hash, "part": 0, "parts": 1, "client_summary": True, **extra}
+        try:
+            span = self.session.rewrite(
+                inputs, part.text, by=self.by, role=part.role, meta=meta,
+                reason=f"the client replaced {len(old)} messages with this one",
+            )
+        except (RewritePolicyError, SpanNotLiveError):
+            record.refused.append(m.hash)
+            return None
+        record.derived.append(span.id)
+        if span.generation > 1:
+            record.violations.append(span.id)
+        return (span.id,)
+
+    def _reconcile(self, new: list[Message], hashes: list[str], extra: dict[str, Any], record: RequestRecord) -> None:
+        from difflib import SequenceMatcher
+
+        old_hashes, old_spans = self._hashes, self._spans
+        out_hashes: list[str] = []
+        out_spans: list[tuple[str, ...]] = []
+        broken = False  # something new was observed: later kept messages must follow it
+
+        def observe(m: Message, meta: dict[str, Any]) -> None:
+            nonlocal broken
+            ids = self._observe(m, meta, self.by)
+            record.observed.extend(ids)
+            out_hashes.append(m.hash)
+            out_spans.append(ids)
+            broken = True
+
+        matcher = SequenceMatcher(None, old_hashes, hashes, autojunk=False)
+        for op, i1, i2, j1, j2 in matcher.get_opcodes():
+            if op == "equal":
+                for k, j in zip(range(i1, i2), range(j1, j2)):
+                    if broken:
+                        self._prune(old_spans[k], "re-sent after a message the client inserted before it", record)
+                        observe(new[j], {**extra, "resent": True})
+                        record.reobserved += 1
+                    else:
+                        out_hashes.append(old_hashes[k])
+                        out_spans.append(old_spans[k])
+                continue
+            dropped = old_spans[i1:i2]
+            added = new[j1:j2]
+            if op in ("replace",) and len(dropped) >= 2 and not broken and added[0].summary_candidate:
+                ids = self._summarize(list(dropped), added[0], extra, record)
+                if ids is not None:
+                    out_hashes.append(added[0].hash)
+                    out_spans.append(ids)
+                    for m in added[1:]:
+                        observe(m, extra)
+                    continue
+                refused = True
+            else:
+                refused = False
+            for ids in dropped:
+                self._prune(ids, "dropped by the client", record)
+            for n, m in enumerate(added):
+                observe(m, {**extra, "client_summary": True, "summary_refused": True} if refused and n == 0 else extra)
+        self._hashes, self._spans = out_hashes, out_spans
