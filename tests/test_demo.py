@@ -296,20 +296,20 @@ def test_cli_report_writes_a_self_contained_file(tmp_path):
     assert bad.exit_code == 2 and "no-such-session" in bad.output
 
 
-def test_readme_shows_the_real_tables_of_the_default_study(study):
-    """The README's demo output is the real output: its tables are what the default study prints now."""
+def test_the_demo_page_shows_the_real_tables_of_the_default_study(study):
+    """docs/demo.md shows the real output: its tables are what the default study prints now."""
     from pathlib import Path
 
     from engine.cli.demo import _per_cycle, _plain_table, _rows
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("<!-- section:demo", 1)[1].split("<!-- /section:demo -->", 1)[0]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "demo.md").read_text(encoding="utf-8")
+    section = page.split("<!-- section:demo", 1)[1].split("<!-- /section:demo -->", 1)[0]
     _, result, _ = study
     header, per = _per_cycle(result, 4)
     rows = [[label, *cells] for label, cells in _rows(result)]
     end = [line for line in _plain_table([""] + list(result.runs), rows)[2:] if not line.startswith("session ")]
     expected = _plain_table(header, per) + end
     missing = [line for line in expected if line not in section]
-    assert not missing, "README demo output is stale; rerun `ctxledger demo` and paste it:\n" + "\n".join(missing)
+    assert not missing, "docs/demo.md's demo output is stale; rerun `ctxledger demo` and paste it:\n" + "\n".join(missing)
     inv = result.runs["naive"].headline()
     assert f'"{inv.text}"' in section and f"position {inv.position}" in section
