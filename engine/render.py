@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import InvalidInputError
 from engine.events import Observed
 from engine.spans import Span, ordinal
+from projections.buffer import span_from_event
 
 if TYPE_CHECKING:
-    from engine.session import _Reader
+    from engine.reading import LogReader
 
-__all__ = ["render", "FORMATS", "derived_marker", "span_ranges"]
+__all__ = ["render", "FORMATS", "derived_marker", "span_ranges", "span_tag", "tool_partner"]
 
 FORMATS = ("text", "openai", "anthropic")
 PARTNER_SCAN_LIMIT = 512  # how far (in events) render looks for the partner of a half-pruned pair
@@ -39,18 +40,23 @@ def render(
     *,
     format: str = "text",
     mark_derived: bool = True,
-    reader: _Reader | None = None,
+    reader: LogReader | None = None,
+    ids: bool = False,
 ) -> str | list[dict[str, Any]] | dict[str, Any]:
     """Render live spans (in buffer order).
 
     ``text`` returns a str; ``openai`` a list of Chat Completions messages; ``anthropic`` a dict
     ``{"system": str, "messages": [...]}`` ready for ``client.messages.create(**rendered, ...)``.
+    ``ids=True`` starts every span's text with its tag (``[o17]``, ``[d3 ← o4–o19]``, see
+    ``span_tag``) so a model can name spans in its context tools; tool pairing is unchanged.
     """
     if format not in FORMATS:
         raise InvalidInputError(f"format must be one of {', '.join(FORMATS)}; got {format!r}")
     if not isinstance(mark_derived, bool):
         raise InvalidInputError(f"mark_derived must be a bool, not {type(mark_derived).__name__}")
-    items = list(_items(spans, mark_derived, _Partners(reader)))
+    if not isinstance(ids, bool):
+        raise InvalidInputError(f"ids must be a bool, not {type(ids).__name__}")
+    items = list(_items(spans, mark_derived, _Partners(reader), ids))
     if format == "text":
         return _to_text(items)
     if format == "openai":
@@ -85,6 +91,41 @@ def derived_marker(span: Span) -> str:
     return f"[derived {span.id} · {span.kind} of {ranges} · generation {span.generation} — not an observation]"
 
 
+def _source_ranges(span: Span) -> str:
+    ranges = span_ranges(span.sources)
+    if ranges.count(",") > 2:
+        nums = sorted(ordinal(s) for s in span.sources)
+        ranges = f"{len(span.sources)} spans within o{nums[0]}–o{nums[-1]}"
+    return ranges
+
+
+def span_tag(span: Span, *, mark_derived: bool = True) -> str:
+    """The tag ``render(..., ids=True)`` puts before a span: ``[o17]`` for an observation,
+    ``[d3 ← o4–o19 · derived summary, generation 1 — not an observation]`` for a derived span
+    (``[d3 ← o4–o19]`` with ``mark_derived=False``). Stable: it depends on the span alone."""
+    if span.observed:
+        return f"[{span.id}]"
+    if not mark_derived:
+        return f"[{span.id} ← {_source_ranges(span)}]"
+    return (
+        f"[{span.id} ← {_source_ranges(span)} · derived {span.kind}, "
+        f"generation {span.generation} — not an observation]"
+    )
+
+
+def tool_partner(reader: LogReader, span: Span) -> Span | None:
+    """The other half of a tool pair: the result of a ``tool_call`` span, or the call of a
+    ``tool_result`` span, as it is now (the live span if live, else as read back from the log). Found
+    by a bounded scan of the log near ``span``; None for spans outside a tool exchange."""
+    if not span.observed or span.kind not in ("tool_call", "tool_result"):
+        return None
+    partners = _Partners(reader)
+    ev = partners.result_of(span) if span.kind == "tool_call" else partners.call_of(span)
+    if ev is None:
+        return None
+    return reader.state.live.get(ev.span_id) or span_from_event(ev)
+
+
 def _tokens(n: int) -> str:
     return f"{n:,} tokens" if n != 1 else "1 token"
 
@@ -107,7 +148,7 @@ class _Item:
 class _Partners:
     """Finds the other half of a half-live tool pair in the log, near the live half."""
 
-    def __init__(self, reader: _Reader | None):
+    def __init__(self, reader: LogReader | None):
         self.reader = reader
         self._holders: dict[str, str] | None = None
 
@@ -178,8 +219,12 @@ def _orphan_result_text(result: Span, partners: _Partners) -> str:
     return f"{head}\n{result.text}"
 
 
-def _items(spans: Sequence[Span], mark_derived: bool, partners: _Partners) -> Iterator[_Item]:
+def _items(spans: Sequence[Span], mark_derived: bool, partners: _Partners, ids: bool = False) -> Iterator[_Item]:
     spans = list(spans)
+
+    def tagged(span: Span, text: str) -> str:
+        return f"{span_tag(span)} {text}" if ids else text
+
     # Pair each live result with the nearest earlier live, still unanswered call of the same id.
     answer_of: dict[int, int] = {}  # index of call span -> index of its result span
     answered: set[int] = set()
@@ -211,13 +256,13 @@ def _items(spans: Sequence[Span], mark_derived: bool, partners: _Partners) -> It
                         "id": call.meta["tool_call_id"],
                         "name": call.meta["name"],
                         "arguments": call.meta.get("arguments"),
-                        "text": call.text,
+                        "text": tagged(call, call.text),
                         "span": call.id,
                     }
                 )
                 if k in answer_of:
                     res = spans[answer_of[k]]
-                    answers.append({"id": call.meta["tool_call_id"], "text": res.text, "span": res.id})
+                    answers.append({"id": call.meta["tool_call_id"], "text": tagged(res, res.text), "span": res.id})
                 else:
                     answers.append(
                         {"id": call.meta["tool_call_id"], "text": _missing_result_text(call, partners), "span": ""}
@@ -228,10 +273,13 @@ def _items(spans: Sequence[Span], mark_derived: bool, partners: _Partners) -> It
         if s.observed and s.kind == "tool_result":
             if i - 1 in answered:
                 continue  # already rendered right after its call
-            yield _Item("user", _orphan_result_text(s, partners))
+            yield _Item("user", tagged(s, _orphan_result_text(s, partners)))
             continue
         text = s.text
-        if s.derived and mark_derived:
+        if ids:
+            sep = "\n" if s.derived and mark_derived else " "
+            text = f"{span_tag(s, mark_derived=mark_derived)}{sep}{text}"
+        elif s.derived and mark_derived:
             text = f"{derived_marker(s)}\n{text}"
         yield _Item(s.role, text)
 
