@@ -8,7 +8,7 @@
   "It prints:") is that block's expected output: the block must print exactly those lines.
 - Every command of the CLI appears as ``ctxledger <name>`` in README.md or a docs page
   (sqlite-utils' habit: a command nobody can find in the docs does not exist).
-- Relative links between the pages point at files that exist.
+- Relative links between the pages point at files (and headings) that exist.
 
 Pages added to docs/ later are picked up by the glob. A failure names the page, the block's number
 on that page and its first line, with the traceback or the differing output.
@@ -37,7 +37,7 @@ def pages() -> list[Path]:
 
 
 def _name(page: Path) -> str:
-    return page.relative_to(ROOT).as_posix()
+    return page.relative_to(ROOT).as_posix() if page.is_relative_to(ROOT) else page.name
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,9 @@ def _describe(page: Path, block: Block) -> str:
     return f"{_name(page)}, python block {block.number} (line {block.line}: {first.strip()[:70]!r})"
 
 
-def run_page(page: Path, workdir: Path) -> tuple[list[Block], list[dict]]:
+def check_page(page: Path, workdir: Path) -> list[str]:
+    """Run the page's python blocks; return what went wrong (empty when every block ran and printed
+    what the page shows). Stops at the first block that raises: later blocks may depend on it."""
     blocks = [b for b in python_blocks(page) if b.run]
     spec = workdir / ".docs-spec.json"
     result = workdir / ".docs-result.json"
@@ -142,11 +144,26 @@ def run_page(page: Path, workdir: Path) -> tuple[list[Block], list[dict]]:
                               env=_offline_env(workdir), capture_output=True, text=True, timeout=PAGE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         done = json.loads(result.read_text()) if result.exists() else []
-        stuck = blocks[len(done)] if len(done) < len(blocks) else blocks[-1]
-        pytest.fail(f"{_describe(page, stuck)} did not finish within {PAGE_TIMEOUT_S} s (the page's blocks share one timeout)")
+        stuck = blocks[min(len(done), len(blocks) - 1)]
+        return [f"{_describe(page, stuck)} did not finish within {PAGE_TIMEOUT_S} s (the page's blocks share one timeout)"]
     if not result.exists():
-        pytest.fail(f"{_name(page)}: the interpreter running its blocks died (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return blocks, json.loads(result.read_text(encoding="utf-8"))
+        return [f"{_name(page)}: the interpreter running its blocks died (exit {proc.returncode}):\n{proc.stderr[-3000:]}"]
+    problems = []
+    by_number = {b.number: b for b in blocks}
+    results = json.loads(result.read_text(encoding="utf-8"))
+    for res in results:
+        block = by_number[res["number"]]
+        if res["error"]:
+            problems.append(f"{_describe(page, block)} raised:\n{res['error']}")
+        elif block.expected is not None:
+            got = [ln.rstrip() for ln in res["stdout"].splitlines()]
+            want = [ln.rstrip() for ln in block.expected.splitlines()]
+            if got != want:
+                problems.append(f"{_describe(page, block)} printed something else than the text block after it.\n"
+                                f"--- the page shows\n{chr(10).join(want)}\n--- it printed\n{chr(10).join(got)}")
+    if not problems and len(results) != len(blocks):
+        problems.append(f"{_name(page)}: only {len(results)} of {len(blocks)} python blocks ran")
+    return problems
 
 
 def _pages_with_code() -> list[Path]:
@@ -155,20 +172,8 @@ def _pages_with_code() -> list[Path]:
 
 @pytest.mark.parametrize("page", _pages_with_code(), ids=_name)
 def test_every_python_block_of_the_page_runs_and_prints_what_the_page_shows(page, tmp_path):
-    blocks, results = run_page(page, tmp_path)
-    assert len(results) >= 1
-    by_number = {b.number: b for b in blocks}
-    for res in results:
-        block = by_number[res["number"]]
-        if res["error"]:
-            pytest.fail(f"{_describe(page, block)} raised:\n{res['error']}")
-        if block.expected is not None:
-            got = [ln.rstrip() for ln in res["stdout"].splitlines()]
-            want = [ln.rstrip() for ln in block.expected.splitlines()]
-            assert got == want, (
-                f"{_describe(page, block)} printed something else than the text block after it.\n"
-                f"--- the page shows\n{chr(10).join(want)}\n--- it printed\n{chr(10).join(got)}")
-    assert len(results) == len(blocks)
+    problems = check_page(page, tmp_path)
+    assert not problems, "\n\n".join(problems)
 
 
 @pytest.mark.parametrize("page", pages(), ids=_name)
@@ -230,16 +235,37 @@ PAGES_BEING_WRITTEN = {"importers.md", "tools-and-mcp.md", "agent.md", "openai-a
                        "langchain.md", "proxy.md", "serve.md"}
 
 
+def heading_anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces to hyphens."""
+    text = page.read_text(encoding="utf-8")
+    code = {ln for _, first, body, _, _ in fenced_blocks(text) for ln in range(first, first + body.count("\n"))}
+    anchors: set[str] = set()
+    for number, line in enumerate(text.split("\n"), 1):
+        m = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m and number not in code:
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
+            anchor, k = slug, 0
+            while anchor in anchors:
+                k += 1
+                anchor = f"{slug}-{k}"
+            anchors.add(anchor)
+    return anchors
+
+
 @pytest.mark.parametrize("page", pages(), ids=_name)
-def test_relative_links_point_at_files_that_exist(page):
+def test_relative_links_point_at_files_and_headings_that_exist(page):
     broken = []
     for target in _LINK.findall(page.read_text(encoding="utf-8")):
-        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+        if re.match(r"[a-z]+:", target):
             continue
-        path = (page.parent / target.split("#", 1)[0]).resolve()
-        if not path.exists() and not (path.parent == ROOT / "docs" and path.name in PAGES_BEING_WRITTEN):
-            broken.append(target)
-    assert not broken, f"{_name(page)} links to files that do not exist: {broken}"
+        file, _, anchor = target.partition("#")
+        path = (page.parent / file).resolve() if file else page
+        if not path.exists():
+            if not (path.parent == ROOT / "docs" and path.name in PAGES_BEING_WRITTEN):
+                broken.append(f"{target} (no such file)")
+        elif anchor and path.suffix == ".md" and anchor not in heading_anchors(path):
+            broken.append(f"{target} (no such heading)")
+    assert not broken, f"{_name(page)} has broken links: {broken}"
 
 
 def test_the_harness_finds_blocks_outputs_and_no_run_fences(tmp_path):
@@ -253,3 +279,25 @@ def test_the_harness_finds_blocks_outputs_and_no_run_fences(tmp_path):
     blocks = python_blocks(page)
     assert [(b.number, b.run, b.expected) for b in blocks] == [(1, True, "42\n"), (2, False, None), (3, True, None)]
     assert blocks[0].line == 4 and blocks[2].code == "print(x)\n"
+
+
+def test_heading_anchors_follow_github(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# Top\n\n## The fleet view: which sessions drifted today?\n\n## Policies: `Compactor`\n\n"
+                    "```python\n# not a heading\n```\n\n## Top\n", encoding="utf-8")
+    assert heading_anchors(page) == {"top", "the-fleet-view-which-sessions-drifted-today", "policies-compactor", "top-1"}
+
+
+def test_a_failing_block_is_named_by_page_number_and_line(tmp_path):
+    page = tmp_path / "broken.md"
+    page.write_text("# b\n\n```python\nimport os\nprint(os.listdir('.'))\n```\n\n```text\n[]\n```\n\n"
+                    "```python\nprint('two')\n```\n\n```text\nthree\n```\n\n"
+                    "```python\nraise KeyError('boom')\n```\n\n```python\nprint('never reached')\n```\n",
+                    encoding="utf-8")
+    (tmp_path / "work").mkdir()
+    problems = check_page(page, tmp_path / "work")
+    assert len(problems) == 2, problems   # block 1 ran in an empty directory and printed what it shows
+    assert problems[0].startswith("broken.md, python block 2 (line 13: \"print('two')\") printed something else")
+    assert "--- the page shows\nthree\n--- it printed\ntwo" in problems[0]
+    assert problems[1].startswith("broken.md, python block 3 (line 21: \"raise KeyError('boom')\") raised:")
+    assert "KeyError: 'boom'" in problems[1] and "broken.md, python block 3 (line 21)" in problems[1]
