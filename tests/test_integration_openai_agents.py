@@ -1,0 +1,400 @@
+"""The OpenAI Agents SDK adapter, against the real SDK: ``Runner.run`` with the SDK's own
+``ScriptedModel`` (no network), on memory, a reopened SQLite file and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+agents = pytest.importorskip("agents", reason="the openai-agents extra is not installed")
+
+from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled  # noqa: E402
+from agents.memory import Session as SDKSession  # noqa: E402
+from agents.memory import is_openai_responses_compaction_aware_session  # noqa: E402
+from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
+from conftest import drop_schema, postgres_url  # noqa: E402
+
+from engine import Compactor, EstimateCounter, InvalidInputError, Ledger, Observed, Pruned  # noqa: E402
+from engine.integrations.openai_agents import LedgerSession  # noqa: E402
+
+set_tracing_disabled(True)
+
+LONG = "row " * 400  # a tool output of ~400 estimated tokens
+
+
+@function_tool
+def lookup_order(order_id: str) -> str:
+    """Look an order up."""
+    return f"order {order_id}: shipped from Rotterdam on 2026-11-28, carrier DHL. " + LONG
+
+
+@function_tool
+def add(a: int, b: int) -> str:
+    """Add two numbers."""
+    return str(a + b)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def agent_with(model: ScriptedModel) -> Agent:
+    return Agent(name="support", instructions="Answer briefly.", model=model, tools=[lookup_order, add])
+
+
+def script() -> list:
+    """Three turns: a tool call, an answer; two parallel tool calls, an answer; a plain answer."""
+    return [
+        [function_call("lookup_order", {"order_id": "A17"}, call_id="call_a")],
+        [assistant_message("Order A17 shipped from Rotterdam.", item_id="msg_1")],
+        [
+            function_call("add", {"a": 2, "b": 3}, call_id="call_b"),
+            function_call("lookup_order", {"order_id": "B9"}, call_id="call_c"),
+        ],
+        [assistant_message("2 + 3 = 5, and B9 shipped too.", item_id="msg_2")],
+        [assistant_message("You're welcome.", item_id="msg_3")],
+    ]
+
+
+TURNS = ["Where is order A17?", "What is 2+3, and where is B9?", "Thanks!"]
+
+
+def ledger() -> Ledger:
+    return Ledger.open("memory://", token_counter=EstimateCounter())
+
+
+def assert_pairs_valid(items: list[dict]) -> None:
+    """What the Responses API demands: every call answered after it, every output after its call."""
+    calls: dict[str, int] = {}
+    outputs: dict[str, int] = {}
+    for i, it in enumerate(items):
+        if it.get("type") == "function_call":
+            calls[it["call_id"]] = i
+        elif it.get("type") == "function_call_output":
+            outputs[it["call_id"]] = i
+    assert set(calls) == set(outputs), (calls, outputs)
+    assert all(calls[c] < outputs[c] for c in calls)
+
+
+# -- the story -------------------------------------------------------------------------------------------
+
+
+def test_story_a_support_agent_keeps_every_item_and_the_model_sees_the_same_history_as_with_sqlite(tmp_path):
+    """A developer swaps the SDK's SQLiteSession for LedgerSession: the three turns run the same,
+    the model gets the same input on every call, and get_items gives back the items exactly."""
+    theirs_model, ours_model = ScriptedModel(script()), ScriptedModel(script())
+    theirs = SQLiteSession("support-1", str(tmp_path / "sdk.db"))
+    led = ledger()
+    ours = LedgerSession("support-1", ledger=led)
+    assert isinstance(ours, SDKSession)
+    for text in TURNS:
+        a = run(Runner.run(agent_with(theirs_model), text, session=theirs))
+        b = run(Runner.run(agent_with(ours_model), text, session=ours))
+        assert a.final_output == b.final_output
+    assert [c.input for c in ours_model.calls] == [c.input for c in theirs_model.calls]
+    mine, sdk = run(ours.get_items()), run(theirs.get_items())
+    assert json.dumps(mine) == json.dumps(sdk)  # equal, keys in the same order
+    assert len(mine) == 12
+    # each item is one observed span with the right role and kind, the tool pairing contract on top
+    spans = ours.ledger_session.spans()
+    assert [(s.role, s.kind) for s in spans[:4]] == [
+        ("user", "message"), ("assistant", "tool_call"), ("tool", "tool_result"), ("assistant", "message")
+    ]
+    assert spans[1].meta["tool_call_id"] == "call_a" and spans[1].meta["name"] == "lookup_order"
+    assert spans[1].meta["arguments"] == '{"order_id":"A17"}'
+    assert spans[2].meta["tool_call_id"] == "call_a" and spans[2].text.startswith("order A17: shipped")
+    assert all(s.observed for s in spans)
+    assert ours.ledger_session.render("openai")[2] == {"role": "tool", "tool_call_id": "call_a", "content": spans[2].text}
+
+
+def test_get_items_returns_copies_and_limit_is_the_newest_n():
+    s = LedgerSession("c", ledger=ledger())
+    run(s.add_items([{"role": "user", "content": f"m{i}"} for i in range(5)]))
+    items = run(s.get_items())
+    items[0]["content"] = "changed"
+    assert run(s.get_items())[0]["content"] == "m0"
+    assert [i["content"] for i in run(s.get_items(limit=2))] == ["m3", "m4"]
+    assert run(s.get_items(limit=0)) == []
+    with pytest.raises(InvalidInputError):
+        run(s.get_items(limit=-1))
+
+
+# -- compaction between turns ----------------------------------------------------------------------------
+
+
+def test_compaction_between_turns_is_what_the_next_model_call_sees():
+    led = ledger()
+    compactor = Compactor(budget=900, keep_last_turns=1)
+    session = LedgerSession("compacting", ledger=led, compactor=compactor)
+    assert is_openai_responses_compaction_aware_session(session)
+    model = ScriptedModel(script())
+    for text in TURNS[:2]:
+        run(Runner.run(agent_with(model), text, session=session))
+    # the Runner called run_compaction after the settled turns; the compactor acted, by events
+    s = session.ledger_session
+    acts = [ev for ev in s.events() if getattr(ev, "by", "").startswith("compactor:")]
+    assert acts, "the compactor should have pruned or rewritten something"
+    assert session.last_compaction is not None
+    before_turn3 = run(session.get_items())
+    run(Runner.run(agent_with(model), TURNS[2], session=session))
+    seen = model.last_call.input
+    assert seen[: len(before_turn3)] == before_turn3  # the model saw the compacted live buffer
+    texts = json.dumps(seen)
+    assert "restore o" in texts or "[derived d" in texts  # a placeholder or a marked summary
+    assert_pairs_valid(seen)
+    # nothing was lost: the log still holds every original tool output
+    outputs = [ev for ev in s.events() if isinstance(ev, Observed) and ev.kind == "tool_result"]
+    assert len(outputs) == 3 and all("Rotterdam" in ev.text or ev.text == "5" for ev in outputs)
+
+
+def test_a_derived_span_comes_back_as_a_marked_message_and_pairs_stay_valid():
+    s = LedgerSession("marked", ledger=ledger())
+    run(s.add_items([
+        {"role": "user", "content": "Check A17 and B9."},
+        {"type": "function_call", "call_id": "c1", "name": "lookup_order", "arguments": '{"order_id":"A17"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "A17 shipped"},
+        {"type": "function_call", "call_id": "c2", "name": "lookup_order", "arguments": '{"order_id":"B9"}'},
+        {"type": "function_call_output", "call_id": "c2", "output": "B9 delayed"},
+    ]))
+    ls = s.ledger_session
+    d = ls.rewrite(["o1", "o2", "o3"], "The user asked about A17 and B9; A17 shipped.")
+    ls.prune("o5")  # B9's output: its call stays, with a placeholder result
+    items = run(s.get_items())
+    assert items[0]["role"] == "user" and items[0]["content"].startswith(f"[derived {d.id} ")
+    assert "not an observation" in items[0]["content"]
+    assert items[1]["type"] == "function_call" and items[1]["call_id"] == "c2"
+    assert items[2] == {"type": "function_call_output", "call_id": "c2", "output": items[2]["output"]}
+    assert "restore o5" in items[2]["output"]
+    assert_pairs_valid(items)
+    ls.restore("o5")
+    ls.prune("o4")  # now the output's call is gone: the output is a plain message, never an orphan
+    items = run(s.get_items())
+    assert items[-1]["role"] == "user" and "B9 delayed" in items[-1]["content"]
+    assert "o4" in items[-1]["content"]
+    assert_pairs_valid(items)
+
+
+# -- resume ------------------------------------------------------------------------------------------------
+
+
+def resume_story(url: str) -> None:
+    model = ScriptedModel(script())
+    first = LedgerSession("resumable", url=url)
+    run(Runner.run(agent_with(model), TURNS[0], session=first))
+    before = run(first.get_items())
+    first.close()  # the process ends
+    second = LedgerSession("resumable", url=url)  # a new process reopens the same ledger
+    try:
+        assert run(second.get_items()) == before
+        run(Runner.run(agent_with(model), TURNS[1], session=second))
+        assert model.last_call.input[: len(before)] == before
+        assert model.last_call.input[len(before)]["content"] == TURNS[1]
+        assert len(run(second.get_items())) == len(before) + 6
+        assert second.ledger_session.verify().ok
+    finally:
+        second.close()
+
+
+def test_a_run_resumes_from_a_reopened_sqlite_ledger(tmp_path):
+    resume_story(f"sqlite:///{tmp_path / 'agents.db'}")
+
+
+@pytest.mark.postgres
+def test_a_run_resumes_from_postgresql():
+    url = postgres_url()
+    try:
+        resume_story(url)
+    finally:
+        drop_schema(url)
+
+
+# -- pop and clear: prunes, never deletes ----------------------------------------------------------------
+
+
+def test_pop_item_prunes_the_newest_live_item_and_the_log_keeps_it():
+    s = LedgerSession("pop", ledger=ledger())
+    run(s.add_items([{"role": "user", "content": "one"}, {"role": "user", "content": "two"}]))
+    assert run(s.pop_item()) == {"role": "user", "content": "two"}
+    assert [i["content"] for i in run(s.get_items())] == ["one"]
+    ls = s.ledger_session
+    last = list(ls.events())[-1]
+    assert isinstance(last, Pruned) and last.span_id == "o2" and last.by == "openai-agents"
+    assert ls.original("o2").text == "two"
+    ls.restore("o2")
+    assert [i["content"] for i in run(s.get_items())] == ["one", "two"]
+    assert run(s.pop_item())["content"] == "two"
+    assert run(s.pop_item())["content"] == "one"
+    assert run(s.pop_item()) is None
+
+
+def test_clear_session_prunes_every_live_span_and_deletes_nothing():
+    s = LedgerSession("clear", ledger=ledger())
+    run(s.add_items([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]))
+    position = s.ledger_session.position
+    run(s.clear_session())
+    assert run(s.get_items()) == []
+    ls = s.ledger_session
+    assert ls.position == position + 2
+    assert [ls.original(i).text for i in ("o1", "o2")] == ["a", "b"]
+    assert [i["content"] for i in ls.at(position).render("openai")] == ["a", "b"]
+
+
+# -- item shapes ---------------------------------------------------------------------------------------------
+
+
+def test_unknown_and_unusual_items_are_kept_and_given_back_unchanged():
+    items = [
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Think."}]},
+        {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "x" * 300_000},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "q"}},
+        {"type": "brand_new_item", "payload": {"nested": [1, 2.5, None, True]}},
+        {"role": "developer", "content": "Be terse."},
+        {"role": "user", "content": [{"type": "input_text", "text": "look"}, {"type": "input_image", "image_url": "data:,"}]},
+        {"role": "user", "content": ""},
+        {"type": "function_call_output", "call_id": "lonely", "output": [{"type": "input_text", "text": "hi"}]},
+        {"type": "custom_tool_call", "call_id": "cc", "name": "grep", "input": "foo"},
+        {"type": "custom_tool_call_output", "call_id": "cc", "output": "bar"},
+    ]
+    s = LedgerSession("shapes", ledger=ledger())
+    run(s.add_items(items))
+    spans = s.ledger_session.spans()
+    assert spans[3].kind == "message" and spans[3].meta["other"] == "brand_new_item"
+    assert spans[3].meta["item"] == items[3]  # the raw item in meta
+    assert spans[4].role == "system"
+    back = run(s.get_items())
+    # the lonely output has no call in the session: it comes back as a plain message, by design
+    assert back[7] == {"role": "user", "content": back[7]["content"]}
+    assert "lonely" in back[7]["content"] and back[7]["content"].endswith("hi")
+    assert [b for i, b in enumerate(back) if i != 7] == [x for i, x in enumerate(items) if i != 7]
+    assert json.dumps(back[3]) == json.dumps(items[3])
+
+
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        ("hello", "not a Responses input item"),
+        (None, "not a Responses input item"),
+        ({"content": "no role"}, "neither 'type' nor 'role'"),
+        ({"role": "robot", "content": "x"}, "role must be one of"),
+        ({"role": "user"}, "no 'content'"),
+        ({"type": "function_call", "name": "f", "arguments": "{}"}, "call_id"),
+        ({"type": "function_call", "call_id": "c", "arguments": "{}"}, "'name'"),
+        ({"type": "function_call_output", "output": "x"}, "call_id"),
+        ({"type": 7}, "'type' must be"),
+        ({"role": "user", "content": "\ud800"}, "Unicode"),
+        ({"type": "thing", "x": object()}, "JSON"),
+    ],
+)
+def test_a_malformed_item_raises_a_typed_error_and_writes_nothing(bad, says):
+    s = LedgerSession("bad", ledger=ledger())
+    run(s.add_items([{"role": "user", "content": "before"}]))
+    position = s.ledger_session.position
+    with pytest.raises(InvalidInputError, match=says):
+        run(s.add_items([{"role": "user", "content": "fine"}, bad]))  # the good first item is not written
+    assert s.ledger_session.position == position
+    assert [i["content"] for i in run(s.get_items())] == ["before"]
+    with pytest.raises(InvalidInputError):
+        run(s.add_items("not a list"))
+    assert s.ledger_session.position == position
+
+
+def test_render_ids_tags_what_the_model_reads_and_nothing_else():
+    s = LedgerSession("ids", ledger=ledger(), render_ids=True)
+    run(s.add_items([
+        {"role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": "c1", "name": "add", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "5"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
+    ]))
+    items = run(s.get_items())
+    assert items[0]["content"] == "[o1] hi"
+    assert items[1]["arguments"] == "{}"
+    assert items[2]["output"] == "[o3] 5"
+    assert items[3]["content"][0]["text"] == "[o4] done"
+
+
+def test_constructor_checks_and_session_created_once(tmp_path):
+    led = ledger()
+    with pytest.raises(InvalidInputError):
+        LedgerSession("x", ledger=led, url="memory://")
+    with pytest.raises(InvalidInputError):
+        LedgerSession("x", ledger=led, compactor="guarded")
+    with pytest.raises(InvalidInputError):
+        LedgerSession("", ledger=led)
+    a = LedgerSession("same", ledger=led)
+    run(a.add_items([{"role": "user", "content": "hello"}]))
+    b = LedgerSession("same", ledger=led)
+    assert run(b.get_items()) == [{"role": "user", "content": "hello"}]
+    assert [i.name for i in led.sessions()].count("same") == 1
+
+
+# -- invariants -----------------------------------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+message_items = st.builds(
+    lambda role, content, extra: {**extra, "role": role, "content": content},
+    st.sampled_from(["user", "assistant", "system", "developer"]),
+    st.text(min_size=0, max_size=40)
+    | st.lists(st.fixed_dictionaries({"type": st.just("input_text"), "text": st.text(max_size=20)}), max_size=3),
+    st.dictionaries(st.sampled_from(["id", "status", "x-extra"]), json_values, max_size=2),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(message_items, min_size=1, max_size=6))
+def test_any_message_items_round_trip_exactly(items):
+    s = LedgerSession("rt", ledger=ledger())
+    run(s.add_items(items))
+    assert json.dumps(run(s.get_items())) == json.dumps(items)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=5), st.data())
+def test_pairs_stay_valid_whatever_is_pruned(groups, data):
+    """Turns of parallel calls and their outputs; prune any subset of spans: the items given back
+    never hold an unanswered call or an output without its call."""
+    items: list[dict] = []
+    n = 0
+    for g in groups:
+        items.append({"role": "user", "content": f"turn {n}"})
+        ids = [f"c{n}_{k}" for k in range(g)]
+        items += [{"type": "function_call", "call_id": c, "name": "add", "arguments": "{}"} for c in ids]
+        items += [{"type": "function_call_output", "call_id": c, "output": f"out {c}"} for c in ids]
+        n += 1
+    s = LedgerSession("pairs", ledger=ledger())
+    spans = s.observe_items(items)
+    doomed = data.draw(st.sets(st.sampled_from([sp.id for sp in spans])))
+    for span_id in sorted(doomed):
+        s.ledger_session.prune(span_id)
+    back = s.items()
+    assert_pairs_valid(back)
+    assert len(back) >= len(spans) - len(doomed)
+
+
+# -- packaging -------------------------------------------------------------------------------------------------
+
+
+def test_importing_engine_imports_no_framework():
+    code = "import sys, engine; engine.Ledger; import engine.integrations; print(sorted(m for m in ('agents', 'langchain', 'langchain_core', 'langgraph') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_missing_sdk_is_a_one_line_error_naming_the_extra():
+    code = (
+        "import sys; sys.modules['agents'] = None\n"
+        "try:\n    import engine.integrations.openai_agents\n"
+        "except ImportError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines() == ["the OpenAI Agents SDK (openai-agents) is not installed: pip install 'ctxledger[openai-agents]'"]
