@@ -301,3 +301,15 @@ def test_a_failing_block_is_named_by_page_number_and_line(tmp_path):
     assert "--- the page shows\nthree\n--- it printed\ntwo" in problems[0]
     assert problems[1].startswith("broken.md, python block 3 (line 21: \"raise KeyError('boom')\") raised:")
     assert "KeyError: 'boom'" in problems[1] and "broken.md, python block 3 (line 21)" in problems[1]
+
+
+DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/ctxledger demo"
+TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e '.[all]' && .venv/bin/python -m pytest -q"
+
+
+def test_the_readme_fits_on_a_screen_or_two_and_keeps_the_two_commands():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 300, "README.md is for a newcomer's five minutes: move reference material to docs/"
+    lines = readme.splitlines()
+    assert DEMO_COMMAND in lines and TEST_COMMAND in lines
+    assert TEST_COMMAND in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines(), "CI must run the README's test command"
