@@ -188,7 +188,7 @@ def bench_time_travel(path: str, samples: int = 200) -> dict:
 
 def bench_rebuild(path: str, rounds: int = 3) -> dict:
     """Alternating rounds, best of each: both sides read the same rows from the same warm cache."""
-    from engine.codec import _DECODERS
+    from engine.codec import SESSION_DECODERS as _DECODERS
 
     ledger = Ledger.open(f"sqlite:///{path}", token_counter=EstimateCounter())
     s = ledger.session("long")

@@ -274,7 +274,7 @@ def latency(n: int) -> list[tuple[str, float]]:
             s.observe(t)
         out.append(("ctxledger `observe()` on PostgreSQL", (time.perf_counter() - t0) / n))
         rows = [r for r in stored_rows(schema).values()][0][1:]
-        recorder = led._app.recorder
+        recorder = led.store.app.recorder
         fresh = [StoredEvent(uuid.uuid4(), v, topic, state) for (_, v, topic, state) in rows]
         t0 = time.perf_counter()
         for row in fresh:

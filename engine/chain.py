@@ -1,29 +1,45 @@
-"""The fast walk of a session's hash chain: the stored events decoded in order, a page at a time,
-each checked against the one before it. ``verify`` and the audit both read the log through it;
-when it stops early, ``Ledger._verify`` explains where and why."""
+"""Verifying a session's hash chain.
+
+``ChainWalk`` is the fast walk: the stored events decoded in order, a page at a time, each checked
+against the one before it; ``verify`` and the audit both read the log through it. When it stops
+early, ``explain_chain`` walks the stored log again event by event to say where and why."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+import contextlib
+from collections.abc import Sequence
+from typing import Any
 from uuid import UUID
 
 import msgspec
 from eventsourcing.persistence import StoredEvent
 
-from engine.codec import CHAIN_DIGEST_SIZE, SESSION_DECODERS, encode_payload
+from engine.codec import CHAIN_DIGEST_SIZE, SESSION_DECODERS, chain_hash, decode_payload, encode_payload
+from engine.errors import LedgerError
 from engine.events import Event, SessionStarted
+from engine.store import LAST_POSITION, LogStore, error_message, storage_error
 
-if TYPE_CHECKING:
-    from engine.ledger import Ledger
-
-__all__ = ["ChainWalk"]
+__all__ = ["ChainWalk", "VerifyResult", "verify_chain", "explain_chain"]
 
 PAGE = 500  # rows read, decoded and hashed at a time: small enough to stay in the CPU's caches
 
 # Session events only: anything else in a session's stream (a snapshot, the ledger mark) is tampering.
 _DECODERS = SESSION_DECODERS
+
+
+class VerifyResult(msgspec.Struct, frozen=True, kw_only=True):
+    """Result of walking a session's hash chain."""
+
+    ok: bool
+    position: int  # events checked
+    head: str = ""  # hex hash of the last event: anchor it elsewhere to detect truncation
+    first_bad_position: int | None = None
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
 
 
 class ChainWalk:
@@ -37,8 +53,8 @@ class ChainWalk:
     When a check fails it yields what it verified before the failure and stops, with ``ok`` False;
     ``last`` is the last verified position and ``head`` its chain hash."""
 
-    def __init__(self, ledger: Ledger, session_id: UUID, stop: int | None, pending: Iterable[Event] = ()):
-        self.ledger = ledger
+    def __init__(self, store: LogStore, session_id: UUID, stop: int | None, pending: Iterable[Event] = ()):
+        self.store = store
         self.session_id = session_id
         self.stop = stop
         self.pending = pending
@@ -47,11 +63,9 @@ class ChainWalk:
         self.head = b""
 
     def pages(self) -> Iterator[list[Event]]:
-        from engine.ledger import LAST_POSITION
-
         stop = self.stop if self.stop is not None else LAST_POSITION
         try:
-            for oid, rows in self.ledger._pages(self.session_id, 1, stop, page=PAGE):
+            for oid, rows in self.store.pages(self.session_id, 1, stop, page=PAGE):
                 verified = self._verify_page(oid, rows)
                 if verified:
                     yield verified
@@ -73,14 +87,13 @@ class ChainWalk:
         return self
 
     def _verify_page(self, oid: Any, rows: list[tuple[int, str, bytes]]) -> list[Event]:
-        mapper = self.ledger._app.mapper
-        if mapper.cipher is None and mapper.compressor is None:
+        if self.store.transparent:
             payloads = [data for _, _, data in rows]
         else:
             payloads = []
             for p, t, d in rows:
                 try:
-                    payloads.append(mapper.plaintext(StoredEvent(oid, p, t, d)))
+                    payloads.append(self.store.plaintext(StoredEvent(oid, p, t, d)))
                 except Exception:  # bytes the key does not open: keep what precedes them
                     self.ok = False
                     break
@@ -127,3 +140,107 @@ class ChainWalk:
             self.last += 1
             verified.append(ev)
         return verified
+
+
+def verify_chain(store: LogStore, session_id: UUID, stop: int | None, pending: Sequence[Event] = ()) -> VerifyResult:
+    """Walk the chain (``engine.chain.ChainWalk``, the fast path) to ``stop`` and on through the
+    ``pending`` events of an open batch; when it stops early, walk the stored log again event by
+    event to say where and why (``explain_chain``)."""
+    from engine.chain import ChainWalk
+
+    walk = ChainWalk(store, session_id, stop, pending=pending).run()
+    if walk.ok and walk.last > 0:
+        return VerifyResult(ok=True, position=walk.last, head=walk.head.hex())
+    if pending and stop is not None and walk.last >= stop:  # the stored log is sound
+        return VerifyResult(
+            ok=False, position=walk.last, first_bad_position=walk.last + 1,
+            reason=f"the unsaved event at position {walk.last + 1} does not chain to the event before it",
+        )
+    return explain_chain(store, session_id, stop)
+
+
+def explain_chain(store: LogStore, session_id: UUID, stop: int | None) -> VerifyResult:
+    """Walk the chain: contiguous positions, decodable payloads whose embedded position matches
+    their row, each ``prev`` equal to the hash of the event before it.
+
+    ``first_bad_position`` is the earliest position the evidence implicates: a broken link
+    between p-1 and p is blamed on p-1 when the event after p still chains to p (p-1 was
+    changed), and on p when it does not (p was changed, or inserted: its successor chains to
+    p-1)."""
+    prev = b""  # the chain hash of the last good event (p-1)
+    before = b""  # the chain hash of the good event before it (p-2)
+    expected = 1
+    checked = 0
+
+    def fail(bad: int, reason: str) -> VerifyResult:
+        return VerifyResult(ok=False, position=checked, first_bad_position=bad, reason=reason)
+
+    def read(row: StoredEvent) -> tuple[bytes, Any]:
+        payload = store.plaintext(row)
+        return payload, decode_payload(row.topic, payload, None, row.originator_version)
+
+    try:
+        rows = store.raw_events(session_id, stop)
+        for row in rows:
+            position = row.originator_version
+            if position != expected:
+                bad = expected if position > expected else position
+                return fail(bad, f"position {expected} is missing (next stored position is {position})")
+            try:
+                payload, ev = read(row)
+            except Exception as e:
+                return fail(position, f"event at position {position} cannot be read: {error_message(e)}")
+            if not isinstance(ev, Event):
+                return fail(position, f"position {position} holds a {row.topic}, not a session event")
+            if ev.originator_version != position:
+                if position > 1 and ev.originator_version == position - 1 and ev.prev == before:
+                    return fail(
+                        position - 1,
+                        f"an event was inserted at position {position - 1}: the events after it were "
+                        f"moved up by one (the event stored at {position} was written for {position - 1})",
+                    )
+                return fail(
+                    position,
+                    f"the event stored at position {position} was written for position "
+                    f"{ev.originator_version} (events were moved or reordered)",
+                )
+            is_start = isinstance(ev, SessionStarted)
+            fork_start = is_start and ev.forked_from is not None and ev.fork_position == position - 1
+            if (position == 1 and not is_start) or (is_start and position != 1 and not fork_start):
+                return fail(
+                    position,
+                    f"position {position} holds a {type(ev).__name__}; "
+                    "a session's log starts with exactly one SessionStarted",
+                )
+            if ev.prev != prev:
+                if position == 1:
+                    return fail(1, "the first event does not start a chain: position 1 was changed")
+                successor = None
+                with contextlib.suppress(Exception):
+                    nxt = next(rows, None)
+                    if nxt is not None and nxt.originator_version == position + 1:
+                        successor = read(nxt)[1]
+                if successor is not None and successor.prev == chain_hash(payload):
+                    bad, why = position - 1, f"position {position - 1} was changed"
+                elif successor is not None and successor.prev == prev:
+                    bad, why = position, (
+                        f"position {position} was inserted or replaced (the event after it chains to "
+                        f"position {position - 1})"
+                    )
+                elif successor is not None:
+                    bad, why = position, f"position {position} was changed (no event chains to it)"
+                else:
+                    bad, why = position - 1, f"position {position - 1} was changed, or {position} replaced"
+                return fail(
+                    bad, f"the event at position {position} does not chain to the event before it: {why}"
+                )
+            before, prev = prev, chain_hash(payload)
+            checked = position
+            expected += 1
+    except LedgerError:
+        raise
+    except Exception as e:
+        raise storage_error(e, "cannot read the log") from None
+    if stop is not None and checked < stop:
+        return fail(checked + 1, f"the log ends at position {checked}; expected {stop} events")
+    return VerifyResult(ok=True, position=checked, head=prev.hex())

@@ -44,13 +44,13 @@ from uuid import UUID
 import msgspec
 
 from engine.errors import CorruptLogError, ImportFormatError, InvalidInputError, UnknownSessionError
-from engine.session import VerifyResult
+from engine.chain import VerifyResult
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
     from engine.ledger import Ledger
-    from engine.session import _Reader
+    from engine.reading import LogReader
 
 __all__ = [
     "FORMAT",
@@ -206,7 +206,7 @@ def _utc_text(at: datetime | None) -> str:
     return at.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-def sign(session: _Reader, private_key: Any, *, at: datetime | None = None) -> Checkpoint:
+def sign(session: LogReader, private_key: Any, *, at: datetime | None = None) -> Checkpoint:
     """Sign ``session``'s chain head at its position. The chain is verified first: a broken
     chain is never signed (``CorruptLogError`` names the first bad position)."""
     key = load_private_key(private_key)
@@ -368,7 +368,7 @@ def _compare(
     )
 
 
-def check_session(session: _Reader, checkpoints: Iterable[Checkpoint], public_key: Any) -> VerifyResult:
+def check_session(session: LogReader, checkpoints: Iterable[Checkpoint], public_key: Any) -> VerifyResult:
     """Walk ``session``'s chain, then hold it against every checkpoint of it in ``checkpoints``.
     Fails (naming the first bad position) if the chain breaks, a signature is invalid, signed
     events are missing, or an event differs from what was signed."""
@@ -411,11 +411,11 @@ def check_store(ledger: Ledger, checkpoints: Iterable[Checkpoint], public_key: A
 def check_export(source: Any, checkpoints: Iterable[Checkpoint], public_key: Any) -> list[tuple[str, VerifyResult]]:
     """Check an export file (``ctxledger export``) against checkpoints: no database involved.
     The file's own chain is verified first, then every checkpoint of a session it holds."""
-    from engine.transfer import _check_chain, _parse
+    from engine.transfer import check_chain, parse_export
 
     cps = list(checkpoints)
     try:
-        parsed = _parse(source)
+        parsed = parse_export(source)
     except ImportFormatError as e:
         return [("<export>", _fail(0, e.position or e.line, f"the export file is malformed: {e.message}"))]
     hashes: dict[UUID, dict[int, str]] = {}
@@ -430,7 +430,7 @@ def check_export(source: Any, checkpoints: Iterable[Checkpoint], public_key: Any
         prevs.setdefault(target, {})[line.position] = ev.prev.hex()
     names[target] = parsed[-1][1].session
     try:
-        _check_chain(parsed)
+        check_chain(parsed)
     except ImportFormatError as e:
         return [(names[target], _fail(0, e.position or e.line, f"the export's chain is broken: {e.message}"))]
     length = len(parsed)

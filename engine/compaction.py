@@ -27,7 +27,8 @@ from engine.rewriters import ExtractiveRewriter, Rewriter
 from engine.spans import Span
 
 if TYPE_CHECKING:
-    from engine.session import Session, _Reader
+    from engine.reading import LogReader
+    from engine.session import Session
 
 __all__ = [
     "Compactor",
@@ -355,7 +356,7 @@ class ShrinkDerived(_Base):
     def _oversized(self, ctx: Context) -> list[Span]:
         return [s for s in ctx.spans if s.derived and s.tokens > self.max_tokens and s.id not in ctx.taken]
 
-    def may_trigger(self, session: _Reader) -> bool:
+    def may_trigger(self, session: LogReader) -> bool:
         return session.state.n_der > 0 and any(
             s.tokens > self.max_tokens and s.derived for s in session.state.live.values()
         )
@@ -511,7 +512,7 @@ class Compactor:
     def low_water_tokens(self) -> int:
         return int(self.budget * self.low_water)
 
-    def plan(self, session: _Reader) -> Plan:
+    def plan(self, session: LogReader) -> Plan:
         """What ``step`` would do now, without doing it."""
         tokens = session.tokens
         budget_trigger = ""
@@ -548,7 +549,7 @@ class Compactor:
         base["projected_tokens"] = ctx.projected
         return Plan(**base, triggers=tuple(triggers), actions=tuple(ctx.actions), note=note)
 
-    def _may_trigger(self, session: _Reader) -> bool:
+    def _may_trigger(self, session: LogReader) -> bool:
         """Cheap pre-check (no sort) for strategies with triggers of their own."""
         for st in self.strategies:
             check = getattr(st, "may_trigger", None)
@@ -601,7 +602,7 @@ class Compactor:
         if action.command != "rederive" or text is None:
             return action
         limit = getattr(next((st for st in self.strategies if st.name == action.strategy), None), "max_tokens", None)
-        n = session._ledger.counter.count(text)
+        n = session.counter.count(text)
         if limit is None or n <= limit:
             return action
         return msgspec.structs.replace(

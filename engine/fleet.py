@@ -36,7 +36,8 @@ from eventsourcing.utils import Environment
 from engine.codec import TOPICS, EventMapper
 from engine.errors import CorruptLogError, InvalidInputError, LedgerError, StorageError
 from engine.events import EVENT_TYPES, Event
-from engine.ledger import Ledger, _App, _storage_error, postgres_ddl_lock
+from engine.ledger import Ledger
+from engine.store import StoreApp, postgres_ddl_lock, storage_error
 from engine.stores import SQLITE_FACTORY
 from projections.fleet import AuditHook, Finding, FleetRow, audit_findings, fold, needs_audit, unreadable
 
@@ -53,14 +54,14 @@ __all__ = [
 PROJECTION_NAME = "fleet"
 VIEW_TABLE = "fleet_sessions"
 TRACKING_TABLE = "fleet_tracking"
-APP_NAME = _App.name
+APP_NAME = StoreApp.name
 SESSION_TOPICS = tuple(TOPICS[cls] for cls in EVENT_TYPES.values())
 
-_row_encoder = msgspec.json.Encoder()
-_row_decoder = msgspec.json.Decoder(FleetRow)
+ROW_ENCODER = msgspec.json.Encoder()
+ROW_DECODER = msgspec.json.Decoder(FleetRow)
 
 
-def _utc(dt: datetime | None) -> datetime | None:
+def utc(dt: datetime | None) -> datetime | None:
     if dt is None:
         return None
     if dt.tzinfo is None:
@@ -69,11 +70,11 @@ def _utc(dt: datetime | None) -> datetime | None:
 
 
 def _text_time(dt: datetime | None) -> str | None:
-    dt = _utc(dt)
+    dt = utc(dt)
     return None if dt is None else dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class _Moved(Exception):
+class ViewMoved(Exception):
     """The tracking row moved while a batch was being folded: another updater got there first."""
 
 
@@ -131,7 +132,7 @@ class SQLiteFleetView(SQLiteTrackingRecorder):
                     f"SELECT row FROM {VIEW_TABLE} WHERE session_id IN ({','.join('?' * len(chunk))})", chunk
                 )
                 for (data,) in c.fetchall():
-                    row = _row_decoder.decode(data)
+                    row = ROW_DECODER.decode(data)
                     rows[row.session_id] = row
         return tracked, rows
 
@@ -141,7 +142,7 @@ class SQLiteFleetView(SQLiteTrackingRecorder):
             # A write first, so the transaction holds SQLite's write lock before it reads.
             c.execute(f"UPDATE {TRACKING_TABLE} SET notification_id = notification_id WHERE application_name = ?", (APP_NAME,))
             if self._max_tracking_id(APP_NAME, c) != expected:
-                raise _Moved
+                raise ViewMoved
             c.executemany(
                 f"INSERT INTO {VIEW_TABLE} (session_id, name, position, events, refusals, violations, drift, "
                 "unreadable, last_event_at, last_drift_at, last_refusal_at, row) "
@@ -155,7 +156,7 @@ class SQLiteFleetView(SQLiteTrackingRecorder):
                     (
                         r.session_id.hex, r.name, r.position, r.events, r.refusals, r.violations, r.drift,
                         r.unreadable, _text_time(r.last_event_at), _text_time(r.last_drift_at),
-                        _text_time(r.last_refusal_at), _row_encoder.encode(r).decode(),
+                        _text_time(r.last_refusal_at), ROW_ENCODER.encode(r).decode(),
                     )
                     for r in rows
                 ],
@@ -163,13 +164,13 @@ class SQLiteFleetView(SQLiteTrackingRecorder):
             self._insert_tracking(c, tracking)
 
     def select(self, *, since: datetime | None, drifted: bool, flagged: bool) -> list[FleetRow]:
-        where, params = _where(since, drifted, flagged, _text_time)
+        where, params = where_clause(since, drifted, flagged, _text_time)
         with self.datastore.transaction(commit=False) as c:
             c.execute(f"SELECT row FROM {VIEW_TABLE}{where} ORDER BY name", params)
-            return [_row_decoder.decode(r[0]) for r in c.fetchall()]
+            return [ROW_DECODER.decode(r[0]) for r in c.fetchall()]
 
 
-def _where(since: datetime | None, drifted: bool, flagged: bool, conv: Any, ph: str = "?") -> tuple[str, list]:
+def where_clause(since: datetime | None, drifted: bool, flagged: bool, conv: Any, ph: str = "?") -> tuple[str, list]:
     clauses, params = [], []
     if drifted:
         clauses.append("drift > 0")
@@ -204,10 +205,10 @@ class _LenientMapper(EventMapper):
             return Unreadable(oid, stored.originator_version, e.message)
 
 
-class _FollowApp(_App):
+class _FollowApp(StoreApp):
     """The ledger's application, decoding leniently: one corrupt row must not stop the view."""
 
-    name = _App.name
+    name = StoreApp.name
 
     def construct_mapper(self):
         return self.factory.mapper(transcoder=self.construct_transcoder(), mapper_class=_LenientMapper)
@@ -223,7 +224,7 @@ class _Folder:
 
     def apply(self, items: Sequence[Event | Unreadable], last_id: int, start: int | None) -> bool:
         """Fold ``items`` (the notifications after ``start`` up to ``last_id``). Returns False if
-        the view had moved on (nothing written); raises ``_Moved`` if it moved while folding."""
+        the view had moved on (nothing written); raises ``ViewMoved`` if it moved while folding."""
         ids = {it.originator_id for it in items}
         tracked, rows = self.view.load(ids)
         if tracked != start:
@@ -295,7 +296,7 @@ class Fleet:
 
     def __init__(self, ledger: Ledger, *, audit: AuditHook | None = audit_findings):
         self.ledger = ledger
-        env = dict(ledger._app.env)
+        env = dict(ledger.store.app.env)
         cls = _view_class(env)
         for attempt in range(5):
             try:
@@ -306,10 +307,10 @@ class Fleet:
                 raise
             except OperationalError as e:  # SQLite: another process changed the file mid-create
                 if attempt == 4:
-                    raise _storage_error(e, "cannot open the fleet view") from None
+                    raise storage_error(e, "cannot open the fleet view") from None
                 time.sleep(0.05 * (attempt + 1))
             except Exception as e:
-                raise _storage_error(e, "cannot open the fleet view") from None
+                raise storage_error(e, "cannot open the fleet view") from None
         self._folder = _Folder(self.view, ledger, audit)
 
     def close(self) -> None:
@@ -327,12 +328,12 @@ class Fleet:
         try:
             return self.view.max_tracking_id(APP_NAME) or 0
         except Exception as e:
-            raise _storage_error(e, "cannot read the fleet view") from None
+            raise storage_error(e, "cannot read the fleet view") from None
 
     def catch_up(self, *, page: int = 500, limit: int | None = None) -> int:
         """Fold every event committed since the last catch-up; returns how many were folded."""
         done = 0
-        recorder = self.ledger._app.recorder
+        recorder = self.ledger.store.app.recorder
         while limit is None or done < limit:
             try:
                 start = self.view.max_tracking_id(APP_NAME)
@@ -340,26 +341,26 @@ class Fleet:
                     start=start or 0, limit=page, topics=SESSION_TOPICS, inclusive_of_start=False
                 )
             except Exception as e:
-                raise _storage_error(e, "cannot read the notification log") from None
+                raise storage_error(e, "cannot read the notification log") from None
             if not notes:
                 break
             items = [self._decode(n) for n in notes]
             try:
                 if self._folder.apply(items, notes[-1].id, start):
                     done += len(items)
-            except (_Moved, IntegrityError):
+            except (ViewMoved, IntegrityError):
                 continue  # another updater folded these first: re-read from its position
             except LedgerError:
                 raise
             except Exception as e:
-                raise _storage_error(e, "cannot update the fleet view") from None
+                raise storage_error(e, "cannot update the fleet view") from None
             if len(notes) < page:
                 break
         return done
 
     def _decode(self, note: Any) -> Event | Unreadable:
         try:
-            return self.ledger._decode(note)
+            return self.ledger.store.decode(note)
         except CorruptLogError as e:
             oid = note.originator_id if isinstance(note.originator_id, UUID) else UUID(str(note.originator_id))
             return Unreadable(oid, note.originator_version, e.message)
@@ -371,7 +372,7 @@ class Fleet:
         try:
             return self.view.select(since=since, drifted=drifted, flagged=flagged)
         except Exception as e:
-            raise _storage_error(e, "cannot read the fleet view") from None
+            raise storage_error(e, "cannot read the fleet view") from None
 
     def row(self, name: str) -> FleetRow | None:
         from engine.ledger import session_uuid
@@ -405,7 +406,7 @@ class FleetProjection(Projection[Any]):
                     return
                 if folder.apply(items, tracking.notification_id, tracked):
                     return
-            except (_Moved, IntegrityError):
+            except (ViewMoved, IntegrityError):
                 continue
         raise StorageError(f"the fleet view kept moving while folding notification {tracking.notification_id}")
 
@@ -414,7 +415,7 @@ def follow(ledger: Ledger, *, audit: AuditHook | None = audit_findings) -> Proje
     """Start eventsourcing's ``ProjectionRunner`` on a PostgreSQL ledger's store: the fleet view
     is updated as each event is committed, until ``runner.stop()`` (use it as a context manager;
     ``runner.wait(notification_id)`` blocks until the view has caught up with that id)."""
-    env = dict(ledger._app.env)
+    env = dict(ledger.store.app.env)
     if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
         raise InvalidInputError("following the log live needs PostgreSQL; on SQLite call Fleet.catch_up() in a loop")
     from engine.pgfleet import PostgresFleetView
@@ -431,7 +432,7 @@ def follow(ledger: Ledger, *, audit: AuditHook | None = audit_findings) -> Proje
     except LedgerError:
         raise
     except Exception as e:
-        raise _storage_error(e, "cannot start following the log") from None
+        raise storage_error(e, "cannot start following the log") from None
 
 
 def poll(fleet: Fleet, *, interval: float = 1.0, stop: Any = None) -> Iterator[int]:

@@ -10,7 +10,7 @@ from uuid import UUID
 from eventsourcing.persistence import Tracking
 from eventsourcing.postgres import PostgresTrackingRecorder
 
-from engine.fleet import APP_NAME, TRACKING_TABLE, _Moved, _row_decoder, _row_encoder, _utc, _where
+from engine.fleet import APP_NAME, TRACKING_TABLE, ViewMoved, ROW_DECODER, ROW_ENCODER, utc, where_clause
 from projections.fleet import FleetRow
 
 __all__ = ["PostgresFleetView"]
@@ -63,7 +63,7 @@ class PostgresFleetView(PostgresTrackingRecorder):
             tracked = self._max_tracking_id(APP_NAME, curs)
             curs.execute(self._select_rows, (list(session_ids),))
             for rec in curs.fetchall():
-                row = _row_decoder.decode(rec["row"])
+                row = ROW_DECODER.decode(rec["row"])
                 rows[row.session_id] = row
         return tracked, rows
 
@@ -72,14 +72,14 @@ class PostgresFleetView(PostgresTrackingRecorder):
             curs.execute(self._lock_tracking, (APP_NAME,))
             rec = curs.fetchone()
             if (rec["notification_id"] if rec else None) != expected:
-                raise _Moved
+                raise ViewMoved
             for r in rows:  # one statement per row: psycopg's executemany pipelines (see engine.stores)
                 curs.execute(
                     self._upsert,
                     (
                         r.session_id, r.name, r.position, r.events, r.refusals, r.violations, r.drift,
-                        r.unreadable, _utc(r.last_event_at), _utc(r.last_drift_at), _utc(r.last_refusal_at),
-                        _row_encoder.encode(r).decode(),
+                        r.unreadable, utc(r.last_event_at), utc(r.last_drift_at), utc(r.last_refusal_at),
+                        ROW_ENCODER.encode(r).decode(),
                     ),
                     prepare=True,
                 )
@@ -88,10 +88,10 @@ class PostgresFleetView(PostgresTrackingRecorder):
     def select(self, *, since: datetime | None, drifted: bool, flagged: bool) -> list[FleetRow]:
         from psycopg.sql import SQL
 
-        where, params = _where(since, drifted, flagged, _utc, "%s")
+        where, params = where_clause(since, drifted, flagged, utc, "%s")
         with self.datastore.transaction(commit=False) as curs:
             curs.execute(self._select_all + SQL(where + " ORDER BY name"), params)
-            return [_row_decoder.decode(rec["row"]) for rec in curs.fetchall()]
+            return [ROW_DECODER.decode(rec["row"]) for rec in curs.fetchall()]
 
 
 # -- folding batches -------------------------------------------------------------------------------

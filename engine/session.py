@@ -10,13 +10,14 @@ import contextlib
 import itertools
 from hashlib import blake2b as _blake2b
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 import msgspec
 
 from engine import validate
-from engine.codec import CHAIN_DIGEST_SIZE, encode_event
+from engine.chain import ChainWalk, VerifyResult, verify_chain
+from engine.codec import CHAIN_DIGEST_SIZE, chain_hash, encode_event
 from engine.errors import (
     InvalidInputError,
     LedgerError,
@@ -41,10 +42,9 @@ from engine.events import (
     now,
 )
 from engine.spans import ROLES, Provenance, Span, derived_id, ordinal
+from engine.store import LogStore
+from engine.tokens import TokenCounter
 from projections.buffer import BufferState, apply, span_from_event
-
-if TYPE_CHECKING:
-    from engine.ledger import Ledger
 
 _force_setattr = msgspec.structs.force_setattr
 _OBSERVED_KINDS = ("message", "tool_call", "tool_result")
@@ -52,23 +52,10 @@ _OBSERVED_KINDS = ("message", "tool_call", "tool_result")
 __all__ = ["Session", "SessionView", "VerifyResult"]
 
 
-class VerifyResult(msgspec.Struct, frozen=True, kw_only=True):
-    """Result of walking a session's hash chain."""
-
-    ok: bool
-    position: int  # events checked
-    head: str = ""  # hex hash of the last event: anchor it elsewhere to detect truncation
-    first_bad_position: int | None = None
-    reason: str = ""
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-
 class _Reader:
     """What a live session and a time-travel view share: reading the buffer and the log."""
 
-    _ledger: Ledger
+    _store: LogStore
     _state: BufferState
 
     @property
@@ -126,20 +113,27 @@ class _Reader:
         if not isinstance(start, int) or start < 1:
             raise PositionOutOfRangeError(f"start must be a position >= 1; got {start!r}")
         stored, pending = self._unsaved()
-        head = self._ledger._iter_events(self.id, start, min(last, stored))
+        head = self._store.iter_events(self.id, start, min(last, stored))
         if last <= stored:
             return head
         return itertools.chain(head, pending[max(start, stored + 1) - stored - 1 : last - stored])
 
     def event(self, position: int) -> Event:
+        """The event at ``position`` (1-based), read back from the log."""
         self._check_position(position)
         return self._load(position)
+
+    def chain_walk(self) -> ChainWalk:
+        """A walk of the hash chain from the first event to this position (the unsaved events of an
+        open ``batch()`` included): ``pages()`` yields the verified events a page at a time and
+        stops at the first that does not verify; ``ok`` says whether the chain held."""
+        return ChainWalk(self._store, self.id, self.position, pending=self._unsaved()[1])
 
     def _load(self, position: int) -> Event:
         stored, pending = self._unsaved()
         if position > stored:
             return pending[position - stored - 1]
-        return self._ledger._read_event(self.id, position)
+        return self._store.read_event(self.id, position)
 
     def original(self, span_id: str) -> Span:
         """An observed span read back from the log (the cold store), live, pruned or rewritten."""
@@ -153,7 +147,7 @@ class _Reader:
         live = self._state.live.get(span_id)
         if live is not None:
             return live
-        return span_from_event(self._find_observed(ordinal(span_id)))
+        return span_from_event(self.observation(ordinal(span_id)))
 
     def originals(self, span_id: str) -> list[Span]:
         """The observed originals a derived span was made from, read back from the log."""
@@ -177,8 +171,8 @@ class _Reader:
         content = self._content_event(span_id)
         return getattr(content, "sources", ()) if content is not None else ()
 
-    def _find_observed(self, k: int) -> Observed:
-        """Binary search of the log for the event that observed ``o{k}``: a few primary-key page
+    def observation(self, k: int) -> Observed:
+        """The event that observed ``o{k}``. Binary search of the log for the event that observed ``o{k}``: a few primary-key page
         reads, so the state never needs an index that grows with the log."""
         stored, pending = self._unsaved()
         for ev in pending:
@@ -187,7 +181,7 @@ class _Reader:
         lo, hi = k + 1, stored
         while lo <= hi:
             mid = (lo + hi) // 2
-            ev = self._ledger._first_of_type(self.id, Observed, mid, hi)
+            ev = self._store.first_of_type(self.id, Observed, mid, hi)
             if ev is None:
                 hi = mid - 1
                 continue
@@ -205,7 +199,7 @@ class _Reader:
         is scanned from the head; rows that cannot name it are skipped without being decoded)."""
         stored, pending = self._unsaved()
         yield from reversed(pending)
-        yield from self._ledger._iter_events_desc(self.id, stored, needle=_needle(span_id))
+        yield from self._store.iter_events_desc(self.id, stored, needle=_needle(span_id))
 
     def _last_touch(self, span_id: str) -> Event | None:
         """The newest event that changed whether ``span_id`` is live (a scan from the head: only
@@ -223,6 +217,11 @@ class _Reader:
         return None
 
     # -- checks ----------------------------------------------------------------------------
+
+    def check_span_id(self, span_id: Any) -> None:
+        """Raise ``UnknownSpanError`` unless ``span_id`` names a span this session has had by now
+        (live or not); ``InvalidInputError`` when it is not a str."""
+        self._check_known(span_id)
 
     def _check_known(self, span_id: Any) -> None:
         if not isinstance(span_id, str):
@@ -290,19 +289,19 @@ class _Reader:
         n = self.resolve_position(n)
         stored, pending = self._unsaved()
         if n == self.position:
-            return SessionView(self._ledger, self._ledger._copy_state(self._state), tuple(pending))
+            return SessionView(self._store, LogStore.copy_state(self._state), tuple(pending))
         if n <= stored:
-            return SessionView(self._ledger, self._ledger._state_at(self.id, n))
+            return SessionView(self._store, self._store.state_at(self.id, n))
         unsaved = tuple(pending[: n - stored])
-        state = self._ledger._state_at(self.id, stored)
+        state = self._store.state_at(self.id, stored)
         for ev in unsaved:
             state = apply(state, ev, self._load)  # positions up to n read the same from the session
-        return SessionView(self._ledger, state, unsaved)
+        return SessionView(self._store, state, unsaved)
 
     def rebuild(self) -> BufferState:
         """The buffer at this position rebuilt from the first event, ignoring snapshots."""
         stored, pending = self._unsaved()
-        state = self._ledger._rebuild(self.id, stored)
+        state = self._store.rebuild(self.id, stored)
         for ev in pending:
             state = apply(state, ev, self._load)
         return state
@@ -320,7 +319,7 @@ class _Reader:
         """Walk the hash chain from the first event to this position (the unsaved commands of an
         open ``batch()`` included)."""
         stored, pending = self._unsaved()
-        return self._ledger._verify(self.id, stored, pending)
+        return verify_chain(self._store, self.id, stored, pending)
 
     # -- read side (projections/) ------------------------------------------------------------
 
@@ -387,8 +386,8 @@ def _touches(ev: Event, span_id: str) -> bool:
 class SessionView(_Reader):
     """A session as it was at one position. Read-only."""
 
-    def __init__(self, ledger: Ledger, state: BufferState, unsaved: tuple[Event, ...] = ()):
-        self._ledger = ledger
+    def __init__(self, store: LogStore, state: BufferState, unsaved: tuple[Event, ...] = ()):
+        self._store = store
         self._state = state
         # events after the stored log (a view taken inside an open batch), and where they start
         self._pending_view = unsaved
@@ -405,8 +404,9 @@ class Session(_Reader):
     """One agent's context buffer and the log behind it. Obtain from ``Ledger.create_session`` or
     ``Ledger.session``; every command validates, then appends exactly one event."""
 
-    def __init__(self, ledger: Ledger, state: BufferState, head: bytes):
-        self._ledger = ledger
+    def __init__(self, store: LogStore, counter: TokenCounter, state: BufferState, head: bytes):
+        self._store = store
+        self.counter = counter  # counts a text's tokens when observe() is not given them
         self._stale = False
         self._state = state
         self._head = head
@@ -414,6 +414,17 @@ class Session(_Reader):
         self._payloads: list[bytes] = []  # the encoded bytes of each pending event
         self._batch_depth = 0
         self.bytes_since_snapshot = 0
+
+    @classmethod
+    def starting(
+        cls, store: LogStore, counter: TokenCounter, state: BufferState, started: Event, payload: bytes
+    ) -> Session:
+        """A new session whose first event (its ``SessionStarted``, already folded into ``state``)
+        is pending: the caller saves it with ``store.save``."""
+        session = cls(store, counter, state, chain_hash(payload))
+        session._pending.append(started)
+        session._payloads.append(payload)
+        return session
 
     @property
     def _state(self) -> BufferState:
@@ -473,7 +484,7 @@ class Session(_Reader):
         if not self._pending:
             return
         try:
-            self._ledger._save(self)
+            self._store.save(self)
         except BaseException as e:
             self._pending, self._payloads = [], []
             self._stale = True
@@ -485,8 +496,7 @@ class Session(_Reader):
     def _reload(self) -> None:
         """Throw away unsaved state and read the session back from the store."""
         self._pending, self._payloads = [], []
-        fresh = self._ledger._load_session(self._live_state.session_id)
-        self._live_state, self._head = fresh._live_state, fresh._head
+        self._live_state, self._head = self._store.load(self._live_state.session_id)
         self._stale = False
         self.bytes_since_snapshot = 0
 
@@ -513,7 +523,7 @@ class Session(_Reader):
 
     def _count(self, text: str, tokens: int | None) -> int:
         if tokens is None:
-            return self._ledger.counter.count(text)
+            return self.counter.count(text)
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
             raise InvalidInputError(f"tokens must be a non-negative int; got {tokens!r}")
         return tokens
@@ -549,9 +559,9 @@ class Session(_Reader):
         if by.__class__ is not str or by:
             by = validate.optional_str(by, "by")
         if kind != "message" or role == "tool":
-            _check_tool_shape(role, kind, meta)
+            validate.tool_shape(role, kind, meta)
         if tokens is None:
-            tokens = self._ledger.counter.count(text)
+            tokens = self.counter.count(text)
         elif tokens.__class__ is not int or tokens < 0:
             tokens = self._count(text, tokens)
         state = self._state
@@ -775,23 +785,6 @@ def _derived_role(inputs: list[Span]) -> str:
     if len(roles) == 1 and next(iter(roles)) in ("user", "assistant", "system"):
         return next(iter(roles))
     return "user"
-
-
-def _check_tool_shape(role: str, kind: str, meta: dict[str, Any]) -> None:
-    if kind == "tool_call":
-        if role != "assistant":
-            raise InvalidInputError(f"a tool_call is spoken by the assistant, not {role!r}")
-        if not isinstance(meta.get("tool_call_id"), str) or not meta["tool_call_id"]:
-            raise InvalidInputError("a tool_call needs meta['tool_call_id'] (a non-empty str)")
-        if not isinstance(meta.get("name"), str) or not meta["name"]:
-            raise InvalidInputError("a tool_call needs meta['name'], the tool's name")
-    elif kind == "tool_result":
-        if role != "tool":
-            raise InvalidInputError(f"a tool_result has role 'tool', not {role!r}")
-        if not isinstance(meta.get("tool_call_id"), str) or not meta["tool_call_id"]:
-            raise InvalidInputError("a tool_result needs meta['tool_call_id'] naming its call")
-    elif role == "tool":
-        raise InvalidInputError("role 'tool' is only for kind='tool_result'")
 
 
 def _call_rewriter(rewriter: Any, originals: list[Span], instruction: str | None, span_id: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
@@ -65,3 +66,23 @@ def observed_id(n: int) -> str:
 
 def derived_id(n: int) -> str:
     return f"d{n}"
+
+
+def id_ranges(span_ids: Iterable[str], sep: str = ",") -> str:
+    """Span ids as runs: ``o2 o3 o4 o5 o7 o8 d1`` -> ``o2–o5,o7,o8,d1`` (observed first, then
+    derived, each in order; three or more consecutive ids are written ``first–last``)."""
+    parts: list[str] = []
+    for prefix in ("o", "d"):
+        nums = sorted({int(s[1:]) for s in span_ids if s[:1] == prefix and s[1:].isdigit()})
+        i = 0
+        while i < len(nums):
+            j = i
+            while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+                j += 1
+            if j - i >= 2:
+                parts.append(f"{prefix}{nums[i]}–{prefix}{nums[j]}")
+            else:
+                parts.extend(f"{prefix}{n}" for n in nums[i : j + 1])
+            i = j + 1
+    odd = [s for s in dict.fromkeys(span_ids) if not (s[:1] in ("o", "d") and s[1:].isdigit())]
+    return sep.join(parts + odd)

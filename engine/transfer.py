@@ -13,21 +13,44 @@ import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 from uuid import UUID
 
 import msgspec
 
+from engine import validate
+from engine.chain import verify_chain
 from engine.codec import chain_hash, encode_payload
-from engine.errors import DuplicateSessionError, ImportFormatError, LedgerError
-from engine.events import EVENT_TYPES, Event, Rewritten, SessionStarted
+from engine.errors import ConcurrencyError, DuplicateSessionError, ImportFormatError, InvalidInputError
+from engine.events import (
+    EVENT_TYPES,
+    Event,
+    Expanded,
+    Marked,
+    Observed,
+    Pruned,
+    Rederived,
+    Restored,
+    RewriteRefused,
+    Rewritten,
+    SessionStarted,
+)
+from engine.reading import LogReader
+from engine.spans import Provenance
+from engine.store import LogStore, session_uuid
 from projections.buffer import apply
 
-if TYPE_CHECKING:
-    from engine.ledger import Ledger
-    from engine.session import Session, _Reader
-
-__all__ = ["export_lines", "import_lines", "MAX_LINE_BYTES"]
+__all__ = [
+    "export_lines",
+    "write_export",
+    "import_lines",
+    "looks_like_export",
+    "parse_export",
+    "check_chain",
+    "ExportLine",
+    "EVENT_DECODERS",
+    "MAX_LINE_BYTES",
+]
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 
@@ -38,7 +61,9 @@ def _one_line(e: BaseException) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(e))
 
 
-class Line(msgspec.Struct, forbid_unknown_fields=True):
+class ExportLine(msgspec.Struct, forbid_unknown_fields=True):
+    """One line of an export file."""
+
     session: str
     session_id: UUID
     position: int
@@ -48,11 +73,11 @@ class Line(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _line_encoder = msgspec.json.Encoder()
-_line_decoder = msgspec.json.Decoder(Line)
-_event_decoders = {name: msgspec.json.Decoder(cls) for name, cls in EVENT_TYPES.items()}
+_line_decoder = msgspec.json.Decoder(ExportLine)
+EVENT_DECODERS = {name: msgspec.json.Decoder(cls) for name, cls in EVENT_TYPES.items()}
 
 
-def export_lines(session: _Reader) -> Iterator[str]:
+def export_lines(session: LogReader) -> Iterator[str]:
     """The session's whole history (a fork's includes its parent's events up to the fork)."""
     owner_id, owner_name = None, None
     for ev in session.events():
@@ -70,7 +95,36 @@ def export_lines(session: _Reader) -> Iterator[str]:
         yield _line_encoder.encode(line).decode()
 
 
+def _is_text_not_path(source: Any) -> bool:
+    return isinstance(source, str) and ("\n" in source or source.lstrip().startswith(("{", "[")))
+
+
+def looks_like_export(source: Any) -> bool:
+    """Whether ``source`` is meant as a ctxledger export: a stream, bytes or lines always are (the
+    import then says precisely what is wrong with them); a file is when its first line is an export
+    line's JSON object. A directory, or a file of another format, is not."""
+    if not isinstance(source, (str, os.PathLike)) or _is_text_not_path(source):
+        return True
+    path = Path(source)
+    try:
+        if not path.is_file():
+            return not path.exists()
+        with open(path, "rb") as f:
+            for raw in f:
+                if raw.strip():
+                    first = msgspec.json.decode(raw)
+                    return isinstance(first, dict) and {"session_id", "position", "event"} <= first.keys()
+    except (OSError, ValueError, RecursionError):  # unreadable or not JSON: let the import say why
+        return False
+    return True
+
+
 def _read_lines(source: Any) -> Iterator[tuple[int, str]]:
+    if _is_text_not_path(source):
+        raise ImportFormatError(
+            "import reads a path, a text stream, bytes or an iterable of lines; this str looks like "
+            "JSON text, not a path: wrap it in io.StringIO(text) or pass text.splitlines()"
+        )
     if isinstance(source, (str, os.PathLike)):
         try:
             with open(source, encoding="utf-8", errors="strict") as f:
@@ -81,6 +135,8 @@ def _read_lines(source: Any) -> Iterator[tuple[int, str]]:
             raise ImportFormatError(f"{source} is not UTF-8 text ({e.reason} at byte {e.start})") from None
         except IsADirectoryError:
             raise ImportFormatError(f"{source} is a directory") from None
+        except OSError as e:
+            raise ImportFormatError(f"cannot read {source}: {e.strerror or e}") from None
         return
     if isinstance(source, (bytes, bytearray)):
         source = io.StringIO(bytes(source).decode("utf-8", errors="strict"))
@@ -93,7 +149,9 @@ def _read_lines(source: Any) -> Iterator[tuple[int, str]]:
             yield number, raw
 
 
-def _parse(source: Any) -> list[tuple[int, Line, Event]]:
+def parse_export(source: Any) -> list[tuple[int, ExportLine, Event]]:
+    """Decode every line of an export (line number, line, event); ``ImportFormatError`` names the
+    first bad line."""
     parsed = []
     try:
         for number, raw in _read_lines(source):
@@ -101,7 +159,7 @@ def _parse(source: Any) -> list[tuple[int, Line, Event]]:
                 line = _line_decoder.decode(raw)
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
                 raise ImportFormatError(f"line {number} is not a ctxledger export line: {_one_line(e)}", line=number) from None
-            decoder = _event_decoders.get(line.type)
+            decoder = EVENT_DECODERS.get(line.type)
             if decoder is None:
                 raise ImportFormatError(f"line {number}: unknown event type {line.type!r}", line=number)
             try:
@@ -118,11 +176,10 @@ def _parse(source: Any) -> list[tuple[int, Line, Event]]:
     return parsed
 
 
-def _check_chain(parsed: list[tuple[int, Line, Event]]) -> None:
-    from engine.ledger import session_uuid
-
+def check_chain(parsed: list[tuple[int, ExportLine, Event]]) -> None:
+    """Positions in sequence, each event matching its hash and chaining to the line before it."""
     prev = b""
-    owner: Line | None = None
+    owner: ExportLine | None = None
     for index, (number, line, ev) in enumerate(parsed):
         expected = index + 1
         if line.position != expected or ev.originator_version != expected:
@@ -159,7 +216,7 @@ def _check_chain(parsed: list[tuple[int, Line, Event]]) -> None:
             raise ImportFormatError(f"line {number}: belongs to no session started before it", line=number)
 
 
-def _check_replay(parsed: list[tuple[int, Line, Event]]) -> None:
+def _check_replay(parsed: list[tuple[int, ExportLine, Event]]) -> None:
     """Fold the buffer over the whole file: an event that cannot apply is a malformed file."""
     events = [ev for _, _, ev in parsed]
     state = None
@@ -185,12 +242,6 @@ def _check_event(state: Any, ev: Event, number: int, events: list[Event]) -> Non
     labels, span ids in sequence, and prune/restore/expand pointers to the right events. What a
     rewrite claims about its sources is left to the audit to report (imported histories of
     other tools are audited, not refused)."""
-    from engine import validate
-    from engine.errors import InvalidInputError
-    from engine.events import Expanded, Marked, Observed, Pruned, Rederived, Restored, RewriteRefused
-    from engine.session import _check_tool_shape
-    from engine.spans import Provenance
-
     def bad(why: str) -> ImportFormatError:
         return ImportFormatError(f"line {number}: {type(ev).__name__} at position {ev.originator_version}: {why}", line=number)
 
@@ -217,7 +268,7 @@ def _check_event(state: Any, ev: Event, number: int, events: list[Event]) -> Non
                 raise bad(f"tokens must be a non-negative int, not {ev.tokens!r}")
         if t is Observed:
             validate.kind(ev.kind, ("message", "tool_call", "tool_result"))
-            _check_tool_shape(ev.role, ev.kind, ev.meta)
+            validate.tool_shape(ev.role, ev.kind, ev.meta)
             if ev.span_id != f"o{state.n_obs + 1}":
                 raise bad(f"the next observed span is o{state.n_obs + 1}, not {ev.span_id!r}")
         elif t is Rewritten:
@@ -253,10 +304,11 @@ def _check_event(state: Any, ev: Event, number: int, events: list[Event]) -> Non
         raise bad(e.message) from None
 
 
-def import_lines(ledger: Ledger, source: Any) -> Session:
-    """Import an export (path, file, bytes or lines). Writes nothing unless every check passes."""
-    parsed = _parse(source)
-    _check_chain(parsed)
+def import_lines(store: LogStore, source: Any) -> UUID:
+    """Import an export (path, file, bytes or lines) into ``store``; returns the imported session's
+    id. Writes nothing unless every check passes."""
+    parsed = parse_export(source)
+    check_chain(parsed)
     _check_replay(parsed)
     groups: dict[UUID, list[Event]] = {}
     for _, line, ev in parsed:
@@ -266,33 +318,26 @@ def import_lines(ledger: Ledger, source: Any) -> Session:
     target = parsed[-1][1]
     to_write: list[tuple[UUID, list[Event]]] = []
     for session_id, events in groups.items():
-        if not ledger._head_version(session_id):
+        if not store.head_version(session_id):
             to_write.append((session_id, events))
             continue
         name = next((ev.name for ev in events if isinstance(ev, SessionStarted)), str(session_id))
         if session_id == target.session_id:
             raise DuplicateSessionError(f"session {name!r} already exists in the store")
-        check = ledger._verify(session_id, events[-1].originator_version)
+        check = verify_chain(store, session_id, events[-1].originator_version)
         if not check.ok or check.head != chain_hash(encode_payload(events[-1])).hex():
             raise DuplicateSessionError(f"a different session named {name!r} already exists in the store")
     for session_id, events in to_write:
         for ev in events:
             msgspec.structs.force_setattr(ev, "originator_id", session_id)
         try:
-            ledger._app.events.put(events)
-        except LedgerError:
-            raise
-        except Exception as e:
-            from engine.ledger import _storage_error
-            from eventsourcing.persistence import IntegrityError
-
-            if isinstance(e, IntegrityError):
-                raise DuplicateSessionError(f"session {session_id} was created by another writer meanwhile") from None
-            raise _storage_error(e, "cannot write the imported events") from None
-    return ledger.session(parsed[-1][1].session_id)
+            store.put_events(events)
+        except ConcurrencyError:
+            raise DuplicateSessionError(f"session {session_id} was created by another writer meanwhile") from None
+    return parsed[-1][1].session_id
 
 
-def write_export(session: _Reader, out: IO[str] | str | Path) -> int:
+def write_export(session: LogReader, out: IO[str] | str | Path) -> int:
     """Write ``session``'s export to a path or a text stream; returns the number of events."""
     if isinstance(out, (str, Path)):
         with open(out, "w", encoding="utf-8") as f:

@@ -139,3 +139,22 @@ def span_ids(value: Any, what: str = "span ids") -> tuple[str, ...]:
             raise InvalidInputError(f"{what}: {span_id} is given twice", span_id=span_id)
         seen.add(span_id)
     return ids
+
+
+def tool_shape(role: str, kind: str, meta: dict[str, Any]) -> None:
+    """The pairing contract: a tool_call is the assistant's and names its id and tool; a tool_result
+    is the tool's and names the call it answers."""
+    if kind == "tool_call":
+        if role != "assistant":
+            raise InvalidInputError(f"a tool_call is spoken by the assistant, not {role!r}")
+        if not isinstance(meta.get("tool_call_id"), str) or not meta["tool_call_id"]:
+            raise InvalidInputError("a tool_call needs meta['tool_call_id'] (a non-empty str)")
+        if not isinstance(meta.get("name"), str) or not meta["name"]:
+            raise InvalidInputError("a tool_call needs meta['name'], the tool's name")
+    elif kind == "tool_result":
+        if role != "tool":
+            raise InvalidInputError(f"a tool_result has role 'tool', not {role!r}")
+        if not isinstance(meta.get("tool_call_id"), str) or not meta["tool_call_id"]:
+            raise InvalidInputError("a tool_result needs meta['tool_call_id'] naming its call")
+    elif role == "tool":
+        raise InvalidInputError("role 'tool' is only for kind='tool_result'")

@@ -41,7 +41,7 @@ from projections.grounding import MERGED, check
 from projections.specifics import SourceIndex
 
 if TYPE_CHECKING:
-    from engine.session import _Reader
+    from engine.reading import LogReader
 
 __all__ = ["Finding", "SpanCoverage", "AuditReport", "audit", "SEVERITIES"]
 
@@ -109,7 +109,7 @@ _ORDER = {"error": 0, "warning": 1, "info": 2}
 class _Fold:
     """The buffer fold plus what the audit needs to remember about it."""
 
-    def __init__(self, reader: _Reader):
+    def __init__(self, reader: LogReader):
         self.reader = reader
         self.state: BufferState | None = None
         self.findings: list[Finding] = []
@@ -126,7 +126,7 @@ class _Fold:
 
     def _run(self, events: list[Event]) -> bool:
         """Fold one page; False when an event cannot be applied (reported, the fold stops there)."""
-        load = self.reader._load
+        load = self.reader.event
         for ev in events:
             t = type(ev)
             try:
@@ -273,7 +273,7 @@ def _compare(rebuilt: BufferState, state: BufferState, position: int) -> Finding
     )
 
 
-def _sources_of(reader: _Reader, span: Span, fold: _Fold, cache: dict[int, Event | None]) -> tuple[list[str], list[Finding]]:
+def _sources_of(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Event | None]) -> tuple[list[str], list[Finding]]:
     """The texts of a live derived span's original observations, and findings about them."""
     findings: list[Finding] = []
     derived = [s for s in span.sources if not s.startswith("o")]
@@ -311,7 +311,7 @@ def _sources_of(reader: _Reader, span: Span, fold: _Fold, cache: dict[int, Event
     for span_id, position in zip(span.sources, span.source_positions):
         if position not in cache:
             try:
-                cache[position] = reader._load(position) if 1 <= position <= reader.position else None
+                cache[position] = reader.event(position) if 1 <= position <= reader.position else None
             except LedgerError:
                 cache[position] = None
         ev = cache[position]
@@ -331,12 +331,10 @@ def _sources_of(reader: _Reader, span: Span, fold: _Fold, cache: dict[int, Event
     return texts, findings
 
 
-def audit(reader: _Reader) -> AuditReport:
+def audit(reader: LogReader) -> AuditReport:
     """Audit ``reader`` (a Session, or a SessionView for an earlier position)."""
     position = reader.position
-    from engine.chain import ChainWalk  # engine.codec imports projections: not at import time
-
-    walk = ChainWalk(reader._ledger, reader.id, reader.position, pending=reader._unsaved()[1])
+    walk = reader.chain_walk()
     fold = _Fold(reader)
     fold.run(walk.pages())
     findings: list[Finding] = []

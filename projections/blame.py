@@ -25,7 +25,7 @@ from engine.events import Event, Expanded, Observed, Pruned, Rederived, Rewritte
 from engine.spans import Provenance, Span
 
 if TYPE_CHECKING:
-    from engine.session import _Reader
+    from engine.reading import LogReader
 
 __all__ = ["BlameHit", "blame"]
 
@@ -68,7 +68,7 @@ def _short(text: str, width: int = 80) -> str:
     return one if len(one) <= width else one[: width - 1] + "…"
 
 
-def blame(reader: _Reader, text: str) -> list[BlameHit]:
+def blame(reader: LogReader, text: str) -> list[BlameHit]:
     """Blame ``text`` at the reader's position. Live hits first (buffer order), then removals."""
     if not isinstance(text, str):
         raise InvalidInputError(f"blame text must be a str, not {type(text).__name__}")
@@ -79,7 +79,7 @@ def blame(reader: _Reader, text: str) -> list[BlameHit]:
     def has(s: str) -> bool:
         return needle in s.casefold()
 
-    load = reader._load
+    load = reader.event
     state = None
     observed_with: set[int] = set()  # positions of observations containing the needle
     first_with: dict[str, _Origin] = {}  # derived span -> first content event containing it
@@ -148,9 +148,9 @@ def blame(reader: _Reader, text: str) -> list[BlameHit]:
     return hits
 
 
-def _content(reader: _Reader, position: int, cache: dict[int, _Origin]) -> _Origin:
+def _content(reader: LogReader, position: int, cache: dict[int, _Origin]) -> _Origin:
     if position not in cache:
-        ev = reader._load(position)
+        ev = reader.event(position)
         cache[position] = _Origin(position, type(ev).__name__, ev.by, ev.at)
     return cache[position]
 
@@ -161,7 +161,7 @@ def _hit(
     observed_with: set[int],
     first_with: dict[str, _Origin],
     derived_inputs: dict[str, tuple[str, ...]],
-    reader: _Reader,
+    reader: LogReader,
     cache: dict[int, _Origin],
 ) -> BlameHit:
     by = f" by {put.by}" if put.by else ""

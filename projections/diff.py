@@ -16,7 +16,7 @@ from engine.events import Expanded, Observed, Pruned, Rederived, Restored, Rewri
 from engine.spans import Span
 
 if TYPE_CHECKING:
-    from engine.session import Session
+    from engine.reading import LogReader
 
 __all__ = ["Diff", "DiffEntry", "diff"]
 
@@ -90,7 +90,7 @@ def _short(text: str, width: int = 60) -> str:
     return one if len(one) <= width else one[: width - 1] + "…"
 
 
-def diff(session: Session, a: int, b: int) -> Diff:
+def diff(session: LogReader, a: int, b: int) -> Diff:
     """The buffer change from position ``a`` to position ``b`` (both already resolved)."""
     va, vb = session.at(a), session.at(b)
     live_a, live_b = va.state.live, vb.state.live

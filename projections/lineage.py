@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from engine.events import Expanded, Observed, Pruned, Rederived, Restored, Rewritten
-from engine.spans import ordinal
+from engine.spans import id_ranges, ordinal
 
 if TYPE_CHECKING:
-    from engine.session import _Reader
+    from engine.reading import LogReader
 
 __all__ = ["Lineage", "LineageNode", "LineageStep", "lineage"]
 
@@ -69,9 +69,9 @@ def _short(text: str, width: int = 70) -> str:
     return one if len(one) <= width else one[: width - 1] + "…"
 
 
-def lineage(reader: _Reader, span_id: str) -> Lineage:
+def lineage(reader: LogReader, span_id: str) -> Lineage:
     """The lineage of ``span_id`` at the reader's position (UnknownSpanError if it never existed)."""
-    reader._check_known(span_id)
+    reader.check_span_id(span_id)
     tracked = {span_id}
     descendants: list[str] = []
     became: list[LineageStep] = []
@@ -90,7 +90,7 @@ def lineage(reader: _Reader, span_id: str) -> Lineage:
             made[ev.span_id] = _Made(position, ev.by, ev.inputs, ev.input_positions, ev.generation)
             hit = [i for i in ev.inputs if i in tracked]
             if ev.span_id in tracked:
-                became.append(_step(ev, f"made by rewrite of {', '.join(ev.inputs)}" + (
+                became.append(_step(ev, f"made by rewrite of {id_ranges(ev.inputs, ', ')}" + (
                     f" (generation {ev.generation}, a rewrite of a rewrite)" if ev.violation else "")))
             elif hit:
                 tracked.add(ev.span_id)
@@ -101,12 +101,12 @@ def lineage(reader: _Reader, span_id: str) -> Lineage:
         if t is Pruned and ev.span_id in tracked:
             became.append(_step(ev, "pruned"))
         elif t is Rederived and ev.span_id in tracked:
-            became.append(_step(ev, f"re-derived from its originals {', '.join(ev.sources)}"))
+            became.append(_step(ev, f"re-derived from its originals {id_ranges(ev.sources, ', ')}"))
         elif t is Restored and ev.span_id in tracked:
             became.append(_step(ev, "restored"))
         elif t is Expanded:
             if ev.span_id in tracked:
-                became.append(_step(ev, f"expanded into its originals {', '.join(ev.restored)}"))
+                became.append(_step(ev, f"expanded into its originals {id_ranges(ev.restored, ', ')}"))
             if span_id in ev.restored:
                 became.append(_step(ev, f"restored by the expansion of {ev.span_id}", span_id=span_id))
     live = reader.state.live
@@ -141,12 +141,12 @@ def _step(ev, action: str, *, span_id: str | None = None, into: str = "") -> Lin
     )
 
 
-def _node(reader: _Reader, span_id: str, made: dict[str, _Made], observed_at: dict[str, int], seen: set[str], position: int = 0) -> LineageNode:
+def _node(reader: LogReader, span_id: str, made: dict[str, _Made], observed_at: dict[str, int], seen: set[str], position: int = 0) -> LineageNode:
     if span_id.startswith("o"):
         pos = position or observed_at.get(span_id, 0)
         text = ""
         try:
-            ev = reader._load(pos) if pos else reader._find_observed(ordinal(span_id))
+            ev = reader.event(pos) if pos else reader.observation(ordinal(span_id))
             pos = ev.originator_version
             text = _short(ev.text)
         except Exception:  # a source missing from the log: the audit reports it; show what we know
@@ -162,7 +162,7 @@ def _node(reader: _Reader, span_id: str, made: dict[str, _Made], observed_at: di
     )
     text = ""
     try:
-        text = _short(reader._load(m.position).text)
+        text = _short(reader.event(m.position).text)
     except Exception:
         pass
     return LineageNode(

@@ -14,7 +14,7 @@ from engine.events import Expanded, Observed, Pruned, Rederived, Restored, Rewri
 from engine.spans import Provenance
 
 if TYPE_CHECKING:
-    from engine.session import _Reader
+    from engine.reading import LogReader
 
 __all__ = ["Timeline", "TimelinePoint", "timeline"]
 
@@ -55,8 +55,8 @@ def _touched(ev) -> tuple[str, ...]:
     return ()
 
 
-def timeline(reader: _Reader) -> Timeline:
-    load = reader._load
+def timeline(reader: LogReader) -> Timeline:
+    load = reader.event
     state = None
     counts = [0, 0]  # observed, derived
     tokens = [0, 0]

@@ -43,7 +43,7 @@ from engine import (
 )
 from engine.cli import main
 from engine.codec import chain_hash, encode_payload
-from engine.transfer import _event_decoders
+from engine.transfer import EVENT_DECODERS
 
 MB = 2**20
 
@@ -267,7 +267,7 @@ def rechain(lines: list[str], edit) -> list[str]:
     for i, raw in enumerate(lines):
         d = json.loads(raw)
         edit(i, d)
-        ev = _event_decoders[d["type"]].decode(json.dumps(d["event"]))
+        ev = EVENT_DECODERS[d["type"]].decode(json.dumps(d["event"]))
         ev = msgspec.structs.replace(ev, prev=prev)
         payload = encode_payload(ev)
         d["event"] = json.loads(msgspec.json.encode(ev))
@@ -706,7 +706,7 @@ def test_connections_killed_by_the_server_are_survived():
         s = led.create_session("agent")
         s.observe("one")
         # exactly this ledger's pooled connections (other people's tests may share the server)
-        pids = [conn.info.backend_pid for conn in list(led._app.recorder.datastore.pool._pool)]
+        pids = [conn.info.backend_pid for conn in list(led.store.app.recorder.datastore.pool._pool)]
         assert pids
         with psycopg.connect(POSTGRES_DSN, autocommit=True) as con:
             killed = con.execute(

@@ -232,9 +232,9 @@ def test_an_export_is_checked_without_any_database(store, keys, tmp_path):
     lines = export.read_text().splitlines()
     last = json.loads(lines[-1])
     last["event"]["text"] = "turn 6: deploy 6 FAILED"
-    from engine.transfer import _event_decoders
+    from engine.transfer import EVENT_DECODERS
 
-    ev = _event_decoders["Observed"].decode(json.dumps(last["event"]))
+    ev = EVENT_DECODERS["Observed"].decode(json.dumps(last["event"]))
     last["hash"] = chain_hash(encode_payload(ev)).hex()
     lines[-1] = json.dumps(last)
     export.write_text("\n".join(lines) + "\n")

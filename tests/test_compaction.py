@@ -267,8 +267,8 @@ def test_a_step_does_not_scan_the_log(mem_ledger, monkeypatch):
     def no_scan(*a, **k):
         raise AssertionError("the compactor scanned the log")
 
-    monkeypatch.setattr(mem_ledger, "_iter_events", no_scan)
-    monkeypatch.setattr(mem_ledger, "_iter_events_desc", no_scan)
+    monkeypatch.setattr(mem_ledger.store, "iter_events", no_scan)
+    monkeypatch.setattr(mem_ledger.store, "iter_events_desc", no_scan)
     c = Compactor(
         budget=3_000,
         keep_last_turns=4,

@@ -145,7 +145,7 @@ def test_a_refused_command_reloads_the_session_and_the_next_one_lands(tmp_path):
     texts = [e.text for e in observed(a.session("s"))]
     assert texts == [t for i in range(50) for t in (f"a{i}", f"b{i}")]
     # no payload of a refused event is left behind to be written under a later event
-    assert a._app.mapper.prepared == {} and b._app.mapper.prepared == {}
+    assert a.store.app.mapper.prepared == {} and b.store.app.mapper.prepared == {}
     assert a.session("s").verify().ok
     a.close()
     b.close()
@@ -210,7 +210,7 @@ def test_many_processes_opening_a_fresh_store_at_once(url, tmp_path):
     assert [o.read_text() for o in outs] == ["ok"] * WORKERS
     led = Ledger.open(url)
     assert led.sessions() == []
-    from engine.ledger import _MARK_ID
+    from engine.store import MARK_ID as _MARK_ID
 
-    assert len(led._app.recorder.select_events(_MARK_ID)) == 1
+    assert len(led.store.app.recorder.select_events(_MARK_ID)) == 1
     led.close()

@@ -274,8 +274,8 @@ def test_batch_saves_once_and_accepts_everything(ledger):
         for i in range(50):
             s.observe(f"event {i}")
         s.prune("o3")
-        assert ledger._head_version(s.id) == 1  # nothing written yet
-    assert ledger._head_version(s.id) == 52
+        assert ledger.store.head_version(s.id) == 1  # nothing written yet
+    assert ledger.store.head_version(s.id) == 52
     assert ledger.session("s").spans() == s.spans()
     assert s.verify().ok
 
@@ -296,7 +296,7 @@ def test_inside_a_batch_the_unsaved_commands_are_part_of_the_log(ledger):
         assert [e.position for e in s.events(3, 5)] == [3, 4, 5]
         with pytest.raises(SpanNotLiveError, match="pruned at position 7"):
             s.prune("o2")
-        assert ledger._head_version(s.id) == 2  # still nothing of the batch written
+        assert ledger.store.head_version(s.id) == 2  # still nothing of the batch written
     assert [type(e).__name__ for e in ledger.session("s").events()][-3:] == ["Pruned", "Restored", "Pruned"]
     assert s.verify().ok
 

@@ -103,7 +103,7 @@ def test_each_event_is_folded_exactly_once(url):
         rows = {r.name: r for r in fleet.rows()}
         expected = truth(led)
         assert all(same_counts(rows[n], expected[n]) for n in rows)
-        assert fleet.tracked == led._app.recorder.max_notification_id()
+        assert fleet.tracked == led.store.app.recorder.max_notification_id()
     with Fleet(led) as again:  # a second updater starts from the tracked position
         assert again.catch_up() == 0
     led.close()
@@ -280,14 +280,14 @@ def test_the_projection_runner_follows_writers_on_other_hosts():
             for p in procs:
                 p.join(timeout=120)
                 assert p.exitcode == 0
-            runner.wait(led._app.recorder.max_notification_id(), timeout=60)
+            runner.wait(led.store.app.recorder.max_notification_id(), timeout=60)
         with Fleet(led) as fleet:
             rows = {r.name: r for r in fleet.rows()}
             assert sorted(rows) == ["host-0", "host-1", "host-2"]
             assert all(r.observed == 10 and r.refusals == 1 and r.position == 13 for r in rows.values())
             host(url, "host-3", 4)
             with follow(led) as runner:
-                runner.wait(led._app.recorder.max_notification_id(), timeout=60)
+                runner.wait(led.store.app.recorder.max_notification_id(), timeout=60)
             expected = truth(led)
             rows = {r.name: r for r in fleet.rows()}
             assert sorted(rows) == ["host-0", "host-1", "host-2", "host-3"]

@@ -286,15 +286,15 @@ class LedgerMachine(RuleBasedStateMachine):
         """Later commands wait in memory until end_batch: every check below must see them."""
         self.batch = self.session.batch()
         self.batch.__enter__()
-        self.stored_at_begin = self.ledger._head_version(self.session.id)
+        self.stored_at_begin = self.ledger.store.head_version(self.session.id)
 
     @precondition(lambda self: self.batch is not None)
     @rule()
     def end_batch(self):
-        assert self.ledger._head_version(self.session.id) == self.stored_at_begin  # nothing written yet
+        assert self.ledger.store.head_version(self.session.id) == self.stored_at_begin  # nothing written yet
         batch, self.batch = self.batch, None
         batch.__exit__(None, None, None)
-        assert self.ledger._head_version(self.session.id) == self.session.position
+        assert self.ledger.store.head_version(self.session.id) == self.session.position
 
     @precondition(lambda self: self.session.position > 1)
     @rule(data=st.data())

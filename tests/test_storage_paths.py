@@ -103,7 +103,7 @@ def test_a_locked_database_is_a_storage_error_and_nothing_is_written(tmp_path):
     ledger = Ledger.open(f"sqlite:///{path}?", token_counter=EstimateCounter())
     s = ledger.create_session("a")
     s.observe("before")
-    pool = ledger._app.recorder.datastore.pool
+    pool = ledger.store.app.recorder.datastore.pool
     pool.lock_timeout = 0  # new connections give up at once
     for conn in list(pool._pool):
         conn._sqlite_conn.execute("PRAGMA busy_timeout=0")
@@ -147,6 +147,7 @@ def test_a_row_that_does_not_decode_is_named_by_the_bulk_read(tmp_path):
 
 
 def test_the_fast_chain_walk_and_the_explaining_walk_agree(tmp_path):
+    from engine.chain import explain_chain
     from engine.codec import chain_hash
 
     ledger = open_sqlite(tmp_path / "l.db")
@@ -156,12 +157,12 @@ def test_the_fast_chain_walk_and_the_explaining_walk_agree(tmp_path):
         if i % 7 == 0:
             s.prune(f"o{i + 1}")
     fast = s.verify()
-    slow = ledger._explain(s.id, s.position)
+    slow = explain_chain(ledger.store, s.id, s.position)
     assert fast.ok and slow.ok
     assert fast.position == slow.position == s.position
-    last = ledger._app.mapper.plaintext(ledger._stored_row(s.id, s.position))
+    last = ledger.store.app.mapper.plaintext(ledger.store.stored_row(s.id, s.position))
     assert fast.head == slow.head == chain_hash(last).hex()
     fork = ledger.fork(s, at=700, name="b")
     fork.observe("after the fork")
-    assert fork.verify().head == ledger._explain(fork.id, fork.position).head
+    assert fork.verify().head == explain_chain(ledger.store, fork.id, fork.position).head
     ledger.close()

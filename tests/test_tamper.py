@@ -244,7 +244,7 @@ def test_appended_replay_is_named(url):
     rows = Rows(url, s.id)
     rows.insert(13, *rows.get(3))
     fresh = Ledger.open(url, token_counter=EstimateCounter())
-    r = fresh._verify(s.id, None)
+    r = fresh.verify(s.id)
     assert not r.ok and r.first_bad_position == 13
     res = cli_verify(url, s.name)
     assert res.exit_code == 1 and "BROKEN at position 13:" in res.output

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from engine.spans import id_ranges
 from engine.cli._app import emit_json, handle_errors, main, open_ledger, progress, to_builtins
 from engine.events import Pruned, Rederived, Rewritten
 
@@ -52,7 +53,7 @@ def _compactor(policy_name, budget, high, low, keep_turns, rewriter_name, model,
 
 def _echo_actions(actions) -> None:
     for a in actions:
-        ids = ",".join(a.span_ids) if len(a.span_ids) <= 4 else f"{a.span_ids[0]}..{a.span_ids[-1]} ({len(a.span_ids)} spans)"
+        ids = id_ranges(a.span_ids) + (f" ({len(a.span_ids)} spans)" if len(a.span_ids) > 4 else "")
         made = f" -> {a.result}" if a.result and a.command == "rewrite" else ""
         at = f"@{a.position} " if a.position else ""
         click.echo(f"  {at}{a.command:<8} {ids}{made}  -{a.tokens_removed:,} +{a.tokens_added:,} tok  [{a.strategy}]")

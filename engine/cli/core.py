@@ -29,7 +29,7 @@ from engine.events import (
     Rewritten,
     SessionStarted,
 )
-from engine.spans import Span
+from engine.spans import Span, id_ranges
 
 
 _short = shorten  # kept short: used throughout this module
@@ -49,15 +49,15 @@ def describe(ev: Event) -> str:
         return f"{ev.span_id} pruned"
     if t is Rewritten:
         flag = f"  VIOLATION generation {ev.generation}" if ev.violation else ""
-        return f"{ev.span_id} <- {','.join(ev.inputs)}  {_short(ev.text, 48)}{flag}"
+        return f"{ev.span_id} <- {id_ranges(ev.inputs)}  {_short(ev.text, 48)}{flag}"
     if t is Rederived:
-        return f"{ev.span_id} re-derived from {','.join(ev.sources)}  {_short(ev.text, 40)}"
+        return f"{ev.span_id} re-derived from {id_ranges(ev.sources)}  {_short(ev.text, 40)}"
     if t is Restored:
         return f"{ev.span_id} restored"
     if t is Expanded:
-        return f"{ev.span_id} expanded -> {','.join(ev.restored)}"
+        return f"{ev.span_id} expanded -> {id_ranges(ev.restored)}"
     if t is RewriteRefused:
-        return f"REFUSED {ev.command} of {','.join(ev.inputs)}: {_short(ev.reason, 60)}"
+        return f"REFUSED {ev.command} of {id_ranges(ev.inputs)}: {_short(ev.reason, 60)}"
     if t is Marked:
         return f"mark {ev.label!r}"
     return t.__name__
@@ -181,7 +181,7 @@ def show_cmd(ctx, session, at, fmt, as_json) -> None:
             f"{len(spans)} live spans, {view.tokens:,} tokens"
         )
         for sp in spans:
-            prov = "observed" if sp.observed else f"derived g{sp.generation} <- {','.join(sp.sources)}"
+            prov = "observed" if sp.observed else f"derived g{sp.generation} <- {id_ranges(sp.sources)}"
             click.echo(f"  {sp.id:<6} {sp.role:<9} {sp.kind:<11} {sp.tokens:>6} tok  {prov}")
             click.echo(f"         {_short(sp.text, 90)}")
 

@@ -108,7 +108,7 @@ def _follow(ledger, fleet, interval: float) -> None:
     from engine.fleet import follow, poll
 
     stop = threading.Event()
-    if ledger._app.env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres":
+    if ledger.store.app.env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres":
         fleet.catch_up()
         click.echo("following the log (PostgreSQL LISTEN/NOTIFY); Ctrl-C to stop", err=True)
         with follow(ledger) as runner:
@@ -194,23 +194,23 @@ def stored_sessions(ledger) -> list[str]:
     gone): a session whose SessionStarted was deleted must still be verified, not skipped."""
     from engine.codec import MARK_TOPIC, TOPICS
     from engine.events import SessionStarted
-    from engine.ledger import _storage_error
+    from engine.store import storage_error
 
-    recorder = ledger._app.recorder
+    recorder = ledger.store.app.recorder
     seen: dict = {}
     start = 0
     while True:
         try:
             page = recorder.select_notifications(start=start, limit=5000, inclusive_of_start=False)
         except Exception as e:
-            raise _storage_error(e, "cannot list the sessions") from None
+            raise storage_error(e, "cannot list the sessions") from None
         for n in page:
             if n.topic == MARK_TOPIC:
                 continue
             name = seen.get(n.originator_id)
             if name is None or (n.topic == TOPICS[SessionStarted] and n.originator_version == 1):
                 try:
-                    ev = ledger._decode(n) if n.topic == TOPICS[SessionStarted] else None
+                    ev = ledger.store.decode(n) if n.topic == TOPICS[SessionStarted] else None
                 except Exception:
                     ev = None
                 seen[n.originator_id] = ev.name if ev is not None and ev.originator_id is not None else (name or str(n.originator_id))
