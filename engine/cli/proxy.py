@@ -1,0 +1,82 @@
+"""``ctxledger proxy``: record (and optionally compact) every chat call an agent makes."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from urllib.parse import urlsplit
+
+import click
+
+from engine.cli._app import EXIT_USAGE, handle_errors, main, open_ledger
+
+__all__ = ["proxy_cmd"]
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise click.BadParameter(f"expected HOST:PORT, e.g. 127.0.0.1:8788; got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def _origin(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise click.BadParameter(f"expected an http(s) origin, e.g. https://api.openai.com; got {value!r}")
+    return value.rstrip("/")
+
+
+@main.command("proxy")
+@click.option("--upstream", required=True, metavar="ORIGIN",
+              help="Where calls go, e.g. https://api.openai.com or http://127.0.0.1:8000 (a vLLM/Ollama).")
+@click.option("--listen", default="127.0.0.1:8788", show_default=True, metavar="HOST:PORT", help="Address to serve on.")
+@click.option("--session", "session_name", default=None, metavar="NAME",
+              help="Record every call in this session (default: the X-Ctxledger-Session header, else one "
+                   "session per conversation).")
+@click.option("--compact", "policy_name", default=None, type=click.Choice(["guarded", "elide-only", "prune-only"]),
+              help="Send upstream the session's compacted buffer instead of the client's history.")
+@click.option("--budget", type=int, default=200_000, show_default=True, help="Context budget in tokens for --compact.")
+@click.option("--keep-turns", type=int, default=8, show_default=True, help="Last turns --compact never touches.")
+@click.option("--permissive", is_flag=True,
+              help="Create sessions permissive: a client's summary of a summary is recorded as a violation "
+                   "(generation 2) instead of refused.")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds the upstream may stay silent.")
+@click.pass_context
+@handle_errors
+def proxy_cmd(ctx, upstream, listen, session_name, policy_name, budget, keep_turns, permissive, timeout) -> None:
+    """Serve a recording proxy for the OpenAI and Anthropic APIs.
+
+    Point an agent's base URL at it: POST /v1/chat/completions and /v1/messages are forwarded
+    unchanged (streaming included) and recorded: appended messages are observed, messages the client
+    dropped are pruned, a message that replaces two or more is a derived span (so `ctxledger audit`
+    judges the client's own summaries), and the model's reply is observed. Headers, authorization
+    included, are forwarded and never stored. GET /ctxledger/health reports store failures.
+
+    \b
+    Example:
+      ctxledger --db sqlite:///agent.db proxy --upstream https://api.openai.com
+      OPENAI_BASE_URL=http://127.0.0.1:8788/v1 my-agent
+      ctxledger --db sqlite:///agent.db audit proxy:fix-the-login-bug:1a2b3c4d5e
+    """
+    try:
+        host, port = _listen(listen)
+        origin = _origin(upstream)
+        if budget < 1:
+            raise click.BadParameter("--budget must be a positive number of tokens")
+    except click.BadParameter as e:
+        click.echo(f"ctxledger: error: {e.message}", err=True)
+        sys.exit(EXIT_USAGE)
+    from engine.proxy import ProxyConfig, create_app
+
+    import uvicorn
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    config = ProxyConfig(
+        upstream=origin, session=session_name, compact=policy_name, budget=budget,
+        keep_last_turns=keep_turns, permissive=permissive, timeout=timeout,
+    )
+    app = create_app(config, lambda: open_ledger(ctx))
+    click.echo(f"ctxledger proxy: http://{host}:{port} -> {origin}"
+               f"{f' (compacting: {policy_name}, budget {budget:,})' if policy_name else ''}", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

@@ -1,0 +1,368 @@
+"""The proxy's HTTP side: a Starlette app that forwards to the upstream origin with ``httpx`` and
+records chat calls on the way through.
+
+- ``POST /v1/chat/completions`` (OpenAI-compatible) and ``POST /v1/messages`` (Anthropic): the
+  request's messages are diffed into the session, the call is forwarded unchanged (or, with
+  compaction on, with the session's compacted buffer as its messages), the reply is recorded —
+  streamed replies chunk by chunk, assembled and recorded before the stream's final event.
+- ``GET /ctxledger/health``: counters and the last store failure.
+- anything else: forwarded unrecorded.
+
+Headers (authorization included) are forwarded and never logged or stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import msgspec
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from engine.errors import InvalidInputError
+from engine.importers.messages import canonical_message
+from engine.proxy.naming import SESSION_HEADER, conversation_key, header_session, opening
+from engine.proxy.recording import Health, StoreWorker
+from engine.proxy.sse import SSESplitter, stream_assembler
+
+__all__ = ["ProxyConfig", "create_app", "CHAT_PATHS"]
+
+log = logging.getLogger("ctxledger.proxy")
+
+CHAT_PATHS = {"/v1/chat/completions": "openai", "/chat/completions": "openai", "/v1/messages": "anthropic"}
+_HOP = {
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
+    "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding", SESSION_HEADER,
+}
+_HOP_BACK = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "upgrade"}
+_OUTCOME_LABEL = "proxy:upstream-error"
+
+
+class _ChatBody(msgspec.Struct):
+    """The parts of a chat request the proxy reads; the messages stay raw (hashed, parsed lazily)."""
+
+    messages: list[msgspec.Raw]
+    model: Any = None
+    stream: Any = False
+    system: Any = None
+    temperature: Any = None
+    max_tokens: Any = None
+
+
+_decoder = msgspec.json.Decoder(_ChatBody)
+
+
+class ProxyConfig(msgspec.Struct, kw_only=True):
+    upstream: str
+    session: str | None = None  # one fixed session for every call (``--session``)
+    compact: str | None = None  # a compaction policy name: send the compacted buffer upstream
+    budget: int = 200_000
+    keep_last_turns: int = 8
+    permissive: bool = False
+    timeout: float = 600.0  # seconds the upstream may take between bytes
+    connect_timeout: float = 10.0
+
+
+def _error(status: int, kind: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"type": kind, "message": f"ctxledger proxy: {message}"}}, status_code=status)
+
+
+def _forward_headers(request: Request) -> dict[str, str]:
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+    headers["accept-encoding"] = "identity"  # the proxy reads what it records
+    return headers
+
+
+def _back_headers(resp: httpx.Response) -> dict[str, str]:
+    return {k: v for k, v in resp.headers.items() if k.lower() not in _HOP_BACK}
+
+
+def _compactor_factory(config: ProxyConfig, api: str, model: Any, headers: dict[str, str]) -> Callable[[], Any]:
+    """A compactor whose rewriter is the upstream model, called with the client's own credentials
+    (held in memory for this call only)."""
+
+    def make() -> Any:
+        from engine.compaction import policy
+        from engine.rewriters import AnthropicRewriter, OpenAIRewriter
+
+        name = model if isinstance(model, str) and model else "default"
+        if api == "openai":
+            auth = headers.get("authorization", "")
+            key = auth[7:] if auth.lower().startswith("bearer ") else None
+            rewriter = OpenAIRewriter(name, base_url=config.upstream.rstrip("/") + "/v1", api_key=key or "none", max_retries=0)
+        else:
+            rewriter = AnthropicRewriter(name, base_url=config.upstream.rstrip("/"), api_key=headers.get("x-api-key") or "none", max_retries=0)
+        return policy(
+            config.compact or "guarded", budget=config.budget, keep_last_turns=config.keep_last_turns,
+            rewriter=rewriter, gate=True,
+        )
+
+    return make
+
+
+class _Proxy:
+    def __init__(self, config: ProxyConfig, open_ledger: Callable[[], Any]):
+        self.config = config
+        self.health = Health()
+        self.store = StoreWorker(open_ledger, self.health, permissive=config.permissive)
+        self.client: httpx.AsyncClient | None = None
+        self.pending: set[asyncio.Future] = set()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        self.client = httpx.AsyncClient(
+            base_url=self.config.upstream,
+            timeout=httpx.Timeout(self.config.timeout, connect=self.config.connect_timeout),
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+            follow_redirects=False,
+        )
+        try:
+            await self.store.run(self._open_store)
+            yield
+        finally:
+            if self.pending:
+                await asyncio.wait(self.pending, timeout=10)
+            await self.client.aclose()
+            self.store.close()
+
+    def _open_store(self) -> None:
+        try:
+            self.store.open()
+        except Exception as e:
+            self.health.store_error("opening the store", "", e)
+            log.error("ctxledger proxy: STORE ERROR: cannot open the store; calls are forwarded unrecorded",
+                      exc_info=True)
+
+    # -- routes -------------------------------------------------------------------------------
+
+    async def health_route(self, request: Request) -> Response:
+        report = self.health.report()
+        report["upstream"] = self.config.upstream
+        report["compact"] = self.config.compact
+        report["sessions_open"] = self.store.open_sessions()
+        return JSONResponse(report, status_code=503 if report["status"] != "ok" else 200)
+
+    async def passthrough(self, request: Request, body: bytes | None = None) -> Response:
+        if body is None:
+            body = await request.body()
+        self.health.count("passthrough")
+        return await self._forward_plain(request, body)
+
+    async def chat(self, request: Request) -> Response:
+        api = CHAT_PATHS[request.url.path]
+        body = await request.body()
+        try:
+            parsed = _decoder.decode(body)
+        except msgspec.DecodeError:
+            self.health.count("not_chat")
+            return await self._forward_plain(request, body)
+        self.health.count("requests")
+        try:
+            name = self._session_for(request, parsed, api)
+        except InvalidInputError as e:
+            return _error(400, "invalid_request_error", e.message)
+        meta = {"api": api, "path": request.url.path}
+        for key in ("model", "temperature", "max_tokens"):
+            value = getattr(parsed, key)
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+                meta[key] = value
+        stream = parsed.stream is True
+        if stream:
+            meta["stream"] = True
+        system = parsed.system if api == "anthropic" else None
+        started = time.perf_counter()
+        recorded = asyncio.ensure_future(self.store.run(self.store.record_request, name, api, parsed.messages, system, meta))
+        upstream_body = body
+        if self.config.compact:
+            await recorded
+            headers = dict(request.headers)
+            rendered = await self.store.run(
+                self.store.compact_and_render, name, api, _compactor_factory(self.config, api, parsed.model, headers)
+            )
+            if rendered is not None:
+                upstream_body = _with_buffer(body, api, rendered)
+        try:
+            resp = await self._send(request, upstream_body, stream=True)
+        except httpx.TimeoutException as e:
+            return await self._failed(recorded, name, 504, "upstream_timeout",
+                                      f"upstream {self.config.upstream} did not answer in time ({type(e).__name__})")
+        except httpx.HTTPError as e:
+            return await self._failed(recorded, name, 502, "upstream_unreachable",
+                                      f"upstream {self.config.upstream} is unreachable: {type(e).__name__}: {e}")
+        await recorded  # the request is in the ledger before the client sees any of the reply
+        reply_meta = {"status": resp.status_code}
+        if resp.status_code >= 400:
+            try:
+                content = await resp.aread()
+            except httpx.HTTPError as e:
+                await resp.aclose()
+                return await self._failed(None, name, 502, "upstream_failed", f"reading the upstream's error failed: {e}")
+            await resp.aclose()
+            self.health.count("upstream_errors")
+            await self.store.run(
+                self.store.record_outcome, name, _OUTCOME_LABEL,
+                f"{request.method} {request.url.path} -> HTTP {resp.status_code} from the upstream: "
+                f"{content[:500].decode('utf-8', 'replace')}",
+            )
+            return Response(content, status_code=resp.status_code, headers=_back_headers(resp))
+        if "text/event-stream" in resp.headers.get("content-type", ""):
+            return StreamingResponse(
+                self._relay(resp, name, api, reply_meta, started),
+                status_code=resp.status_code, headers=_back_headers(resp),
+            )
+        try:
+            content = await resp.aread()
+        except httpx.TimeoutException:
+            await resp.aclose()
+            return await self._failed(None, name, 504, "upstream_timeout", "the upstream stopped answering mid-reply")
+        except httpx.HTTPError as e:
+            await resp.aclose()
+            return await self._failed(None, name, 502, "upstream_failed", f"the upstream broke off its reply: {e}")
+        await resp.aclose()
+        reply_meta["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
+        try:
+            reply = json.loads(content)
+        except ValueError:
+            reply = None
+        if isinstance(reply, dict):
+            await self.store.run(self.store.record_reply, name, api, reply, reply_meta)
+        else:
+            self.health.count("unrecordable")
+        return Response(content, status_code=resp.status_code, headers=_back_headers(resp))
+
+    # -- pieces ---------------------------------------------------------------------------------
+
+    def _session_for(self, request: Request, parsed: _ChatBody, api: str) -> str:
+        named = header_session(request.headers.get(SESSION_HEADER))
+        if named:
+            return named
+        if self.config.session:
+            return self.config.session
+        head, first_user = opening(parsed.messages, api, parsed.system if api == "anthropic" else None)
+        _, name = conversation_key(head, first_user)
+        if self.store.known(name):
+            return name
+        # A conversation this proxy has not seen by its opening: perhaps one whose client compacted
+        # away its first message. Its recent replies tell which session it continues.
+        hashes = []
+        for i in range(len(parsed.messages) - 1, max(-1, len(parsed.messages) - 17), -1):
+            try:
+                m = canonical_message(parsed.messages[i], api, i)
+            except Exception:
+                continue
+            if m is not None and m.role == "assistant":
+                hashes.append(m.hash)
+        return self.store.owner_of(hashes) or name
+
+    async def _send(self, request: Request, body: bytes, *, stream: bool) -> httpx.Response:
+        assert self.client is not None
+        req = self.client.build_request(
+            request.method, request.url.path, params=request.url.query or None,
+            headers=_forward_headers(request), content=body,
+        )
+        return await self.client.send(req, stream=stream)
+
+    async def _forward_plain(self, request: Request, body: bytes) -> Response:
+        try:
+            resp = await self._send(request, body, stream=True)
+        except httpx.TimeoutException as e:
+            return _error(504, "upstream_timeout", f"upstream {self.config.upstream} did not answer in time ({type(e).__name__})")
+        except httpx.HTTPError as e:
+            return _error(502, "upstream_unreachable", f"upstream {self.config.upstream} is unreachable: {type(e).__name__}: {e}")
+
+        async def relay() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in resp.aiter_raw():
+                    yield chunk
+            finally:
+                await resp.aclose()
+
+        return StreamingResponse(relay(), status_code=resp.status_code, headers=_back_headers(resp))
+
+    async def _failed(self, recorded: asyncio.Future | None, name: str, status: int, kind: str, message: str) -> Response:
+        if recorded is not None:
+            await recorded
+        self.health.count("upstream_errors")
+        log.warning("ctxledger proxy: %s (session %r)", message, name)
+        await self.store.run(self.store.record_outcome, name, _OUTCOME_LABEL, f"HTTP {status}: {message}")
+        return _error(status, kind, message)
+
+    async def _relay(self, resp: httpx.Response, name: str, api: str, meta: dict[str, Any], started: float) -> AsyncIterator[bytes]:
+        """Pass the stream through event by event; record the assembled reply before the final event."""
+        splitter = SSESplitter()
+        assembler = stream_assembler(api)
+        held: list[bytes] = []  # the terminal event and anything after it
+        finished = False
+        try:
+            try:
+                async for chunk in resp.aiter_raw():
+                    out = []
+                    for raw, event, data in splitter.feed(chunk):
+                        assembler.feed(event, data)
+                        if held or assembler.is_terminal(event, data):
+                            held.append(raw)
+                        else:
+                            out.append(raw)
+                    if out:
+                        yield b"".join(out)
+            except httpx.HTTPError as e:
+                meta["upstream_error"] = f"{type(e).__name__}: {e}"[:300]
+            held.append(splitter.rest())
+            meta["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
+            if not assembler.done:
+                meta["partial"] = True
+            await self.store.run(self.store.record_reply, name, api, assembler.reply(), meta)
+            finished = True
+            tail = b"".join(held)
+            if tail:
+                yield tail
+        finally:
+            if not finished:
+                # The client went away mid-stream: record what arrived, off this cancelled task.
+                meta["partial"] = True
+                meta["client_disconnected"] = True
+                meta["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
+                future = asyncio.wrap_future(self.store.submit(self.store.record_reply, name, api, assembler.reply(), meta))
+                self.pending.add(future)
+                future.add_done_callback(self.pending.discard)
+            task = asyncio.ensure_future(resp.aclose())
+            self.pending.add(task)
+            task.add_done_callback(self.pending.discard)
+
+
+def _with_buffer(body: bytes, api: str, rendered: Any) -> bytes:
+    """The request body with the session's rendered buffer in place of the client's history."""
+    data = json.loads(body)
+    if api == "openai":
+        data["messages"] = rendered
+    else:
+        data["messages"] = rendered["messages"]
+        if rendered.get("system"):
+            data["system"] = rendered["system"]
+        else:
+            data.pop("system", None)
+    return json.dumps(data, ensure_ascii=False).encode()
+
+
+def create_app(config: ProxyConfig, open_ledger: Callable[[], Any]) -> Starlette:
+    """The proxy as an ASGI app; ``open_ledger()`` is called once, on the proxy's store thread."""
+    proxy = _Proxy(config, open_ledger)
+    routes = [
+        Route("/ctxledger/health", proxy.health_route, methods=["GET"]),
+        *(Route(path, proxy.chat, methods=["POST"]) for path in CHAT_PATHS),
+        Route("/{path:path}", proxy.passthrough, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
+    ]
+    app = Starlette(routes=routes, lifespan=proxy.lifespan)
+    app.state.proxy = proxy
+    return app

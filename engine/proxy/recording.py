@@ -1,0 +1,210 @@
+"""The proxy's side of the store: one thread that owns the ledger, a ``MessageRecorder`` per session,
+retries on optimistic-concurrency conflicts, and a health record of every store failure.
+
+Nothing here ever raises into a request: a store failure is logged loudly, counted, shown by
+``GET /ctxledger/health``, and the agent's call goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from engine.errors import ConcurrencyError, DuplicateSessionError, ImportFormatError, UnknownSessionError
+from engine.importers.messages import MessageRecorder, RequestRecord, canonical_reply
+
+__all__ = ["Health", "StoreWorker", "CONFLICT_RETRIES"]
+
+log = logging.getLogger("ctxledger.proxy")
+T = TypeVar("T")
+CONFLICT_RETRIES = 8
+_OWNERS_LIMIT = 100_000  # reply hashes remembered to follow a conversation after the client compacts
+
+
+class Health:
+    """Counters and the last store failure, as ``GET /ctxledger/health`` reports them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.counts: dict[str, int] = {
+            "requests": 0,  # chat requests seen
+            "recorded_requests": 0,
+            "recorded_replies": 0,
+            "partial_replies": 0,
+            "passthrough": 0,  # other paths, forwarded unrecorded
+            "not_chat": 0,  # chat paths whose body was not a chat request (forwarded, counted)
+            "unrecordable": 0,  # chat requests whose messages were malformed (forwarded)
+            "upstream_errors": 0,
+            "store_errors": 0,
+            "conflict_retries": 0,
+            "compactions": 0,
+        }
+        self.last_store_error: dict[str, Any] | None = None
+        self.store_failing = False
+        self.started = time.time()
+
+    def count(self, key: str, n: int = 1) -> None:
+        with self.lock:
+            self.counts[key] = self.counts.get(key, 0) + n
+
+    def store_error(self, what: str, session: str, error: BaseException | str) -> None:
+        message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        with self.lock:
+            self.counts["store_errors"] += 1
+            self.store_failing = True
+            self.last_store_error = {"at": time.time(), "while": what, "session": session, "error": message[:500]}
+
+    def store_ok(self) -> None:
+        self.store_failing = False
+
+    def report(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "status": "degraded" if self.store_failing else "ok",
+                "uptime_s": round(time.time() - self.started, 1),
+                "counts": dict(self.counts),
+                "last_store_error": self.last_store_error,
+            }
+
+
+class StoreWorker:
+    """Runs every store operation on one thread, in submission order (so a session's request is
+    recorded before its reply), and keeps the per-session recorders."""
+
+    def __init__(self, open_ledger: Callable[[], Any], health: Health, *, permissive: bool = False):
+        self._open_ledger = open_ledger
+        self.health = health
+        self.permissive = permissive
+        self.ledger: Any = None
+        self._recorders: dict[str, MessageRecorder] = {}
+        self._owners: OrderedDict[str, str] = OrderedDict()  # reply message hash -> session name
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxledger-store")
+
+    # -- running on the store thread ----------------------------------------------------------
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Queue work without waiting for it (a disconnected client's partial reply)."""
+        return self._pool.submit(fn, *args)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        if self.ledger is not None:
+            try:
+                self.ledger.close()
+            except Exception:  # pragma: no cover - closing a broken store
+                log.exception("ctxledger proxy: closing the store failed")
+
+    def open(self) -> None:
+        if self.ledger is None:
+            self.ledger = self._open_ledger()
+
+    def recorder(self, name: str) -> MessageRecorder:
+        rec = self._recorders.get(name)
+        if rec is not None:
+            return rec
+        self.open()
+        try:
+            session = self.ledger.session(name)
+        except UnknownSessionError:
+            try:
+                session = self.ledger.create_session(
+                    name, strict=not self.permissive, by="proxy", reason="first request of this conversation"
+                )
+            except DuplicateSessionError:  # another proxy created it a moment ago
+                session = self.ledger.session(name)
+        rec = self._recorders[name] = MessageRecorder(session, by="client", reply_by="model")
+        return rec
+
+    def _guard(self, what: str, name: str, fn: Callable[[MessageRecorder], T]) -> T | None:
+        """Run ``fn`` on the session's recorder; retry on conflicts; never raise."""
+        for _ in range(CONFLICT_RETRIES):
+            try:
+                result = fn(self.recorder(name))
+            except ConcurrencyError:
+                self.health.count("conflict_retries")
+                continue  # the recorder re-read the session; diff again
+            except ImportFormatError as e:
+                self.health.count("unrecordable")
+                log.warning("ctxledger proxy: %s for session %r not recorded: %s", what, name, e)
+                return None
+            except Exception as e:
+                self.health.store_error(what, name, e)
+                log.error("ctxledger proxy: STORE ERROR while %s for session %r; the call was forwarded "
+                          "unrecorded", what, name, exc_info=True)
+                self._recorders.pop(name, None)  # read it back from the store next time
+                return None
+            self.health.store_ok()
+            return result
+        self.health.store_error(what, name, f"gave up after {CONFLICT_RETRIES} concurrency conflicts")
+        log.error("ctxledger proxy: STORE ERROR while %s for session %r: too many conflicts", what, name)
+        return None
+
+    # -- the operations the app asks for ------------------------------------------------------
+
+    def record_request(self, name: str, api: str, messages: list[Any], system: Any, meta: dict[str, Any]) -> RequestRecord | None:
+        rec = self._guard(
+            "recording a request", name,
+            lambda r: r.record_request(messages, api=api, system=system, meta=meta),
+        )
+        if rec is not None:
+            self.health.count("recorded_requests")
+        return rec
+
+    def record_reply(self, name: str, api: str, reply: dict[str, Any], meta: dict[str, Any]) -> RequestRecord | None:
+        rec = self._guard("recording a reply", name, lambda r: r.record_reply(reply, api=api, meta=meta))
+        if rec is not None:
+            self.health.count("partial_replies" if meta.get("partial") else "recorded_replies")
+            try:
+                message, _ = canonical_reply(reply, api)
+            except ImportFormatError:
+                message = None
+            if message is not None:
+                self._owners[message.hash] = name
+                self._owners.move_to_end(message.hash)
+                while len(self._owners) > _OWNERS_LIMIT:
+                    self._owners.popitem(last=False)
+        return rec
+
+    def record_outcome(self, name: str, label: str, reason: str) -> None:
+        """A call that produced no reply (upstream error, timeout): a mark whose reason says why."""
+        self._guard("recording an outcome", name, lambda r: r.session.mark(label, by="proxy", reason=reason[:2000]))
+
+    def owner_of(self, hashes: list[str]) -> str | None:
+        """The session that recorded one of these replies (a conversation the client compacted)."""
+        for h in hashes:
+            name = self._owners.get(h)
+            if name is not None:
+                return name
+        return None
+
+    def open_sessions(self) -> int:
+        return len(self._recorders)
+
+    def known(self, name: str) -> bool:
+        return name in self._recorders
+
+    def compact_and_render(self, name: str, api: str, compactor_for: Callable[[], Any]) -> Any:
+        """Run a compaction step on the session and render its live buffer for the upstream API."""
+
+        def step(r: MessageRecorder) -> Any:
+            compactor = compactor_for()
+            try:
+                result = compactor.step(r.session)
+                if result.compacted:
+                    self.health.count("compactions")
+            except ConcurrencyError:
+                raise
+            except Exception as e:  # a refused or failed compaction: send the buffer as it is
+                log.warning("ctxledger proxy: compaction of %r did not run: %s", name, e)
+            return r.session.render(api)
+
+        return self._guard("compacting", name, step)
