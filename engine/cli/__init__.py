@@ -8,3 +8,4 @@ from engine.cli import forensics  # noqa: F401  (registers: audit, blame, lineag
 
 __all__ = ["main"]
 from engine.cli import demo  # noqa: F401  (registers: demo, report)
+from engine.cli import proxy  # noqa: F401  (registers: proxy)
