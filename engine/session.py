@@ -358,12 +358,13 @@ class _Reader:
 
         return timeline(self.view(at))
 
-    def render(self, format: str = "text", *, mark_derived: bool = True, at: int | str | None = None):
-        """The buffer as the model sees it: plain text, OpenAI chat messages or Anthropic messages."""
+    def render(self, format: str = "text", *, mark_derived: bool = True, at: int | str | None = None, ids: bool = False):
+        """The buffer as the model sees it: plain text, OpenAI chat messages or Anthropic messages
+        (``ids=True``: each span tagged with its id, for the model's context tools)."""
         from engine.render import render
 
         view = self.view(at)
-        return render(view.spans(), format=format, mark_derived=mark_derived, reader=view)
+        return render(view.spans(), format=format, mark_derived=mark_derived, reader=view, ids=ids)
 
 
 def _needle(span_id: str) -> bytes:

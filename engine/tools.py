@@ -275,10 +275,20 @@ class ContextTools:
 
     # -- dispatch --------------------------------------------------------------------------------
 
-    def call(self, name: str, arguments: dict[str, Any] | str | bytes | None = None, *, call: Span | None = None) -> ToolResult:
+    def call(
+        self,
+        name: str,
+        arguments: dict[str, Any] | str | bytes | None = None,
+        *,
+        call: Span | None = None,
+        record_call: Callable[[], Span] | None = None,
+    ) -> ToolResult:
         """Run one tool call from the model. ``arguments`` is a dict or the provider's JSON string.
-        ``call`` is the recorded ``tool_call`` observation of this call, if the caller recorded it:
-        the edit events then point at it."""
+
+        The edit events point at the call's recorded ``tool_call`` observation: pass it as ``call``
+        if it is recorded already, or pass ``record_call``, a function that records it and returns
+        its span: it runs only once the arguments are valid and the command is about to run, so a
+        refused bad input leaves the log exactly as it was."""
         handler = self._handlers.get(name) if isinstance(name, str) else None
         if handler is None:
             return _error(
@@ -286,11 +296,20 @@ class ContextTools:
                     f"there is no tool named {name!r}; the context tools are {', '.join(TOOL_NAMES)}"
                 )
             )
+        started: list[Span | None] = [] if call is None else [call]
+
+        def start() -> Span | None:
+            if not started:
+                started.append(record_call() if record_call is not None else None)
+            return started[0]
+
         try:
             args = self._parse(name, arguments)
-            return handler(args, call)
+            result = handler(args, start)
         except LedgerError as e:
             return _error(e)
+        start()  # a read-only tool: its call is recorded once it succeeded
+        return result
 
     def _parse(self, name: str, arguments: Any) -> Any:
         cls = _ARGS[name]
@@ -325,7 +344,7 @@ class ContextTools:
             return f"live {live:,} tokens"
         return f"live {live:,} / {self.budget:,} tokens ({100 * live / self.budget:.0f}%)"
 
-    def _list(self, args: ListArgs, call: Span | None) -> ToolResult:
+    def _list(self, args: ListArgs, start: Callable[[], Span | None]) -> ToolResult:
         spans = self.session.spans()
         total = len(spans)
         if args.provenance is not None:
@@ -372,7 +391,7 @@ class ContextTools:
 
     # -- context_search --------------------------------------------------------------------------
 
-    def _search(self, args: SearchArgs, call: Span | None) -> ToolResult:
+    def _search(self, args: SearchArgs, start: Callable[[], Span | None]) -> ToolResult:
         if self._index is None:
             self._index = _index_for(self.ledger)
         hits = self._index.search(self.session, args.query, limit=args.limit, include_live=args.include_live)
@@ -387,7 +406,7 @@ class ContextTools:
 
     # -- context_recall --------------------------------------------------------------------------
 
-    def _recall(self, args: RecallArgs, call: Span | None) -> ToolResult:
+    def _recall(self, args: RecallArgs, start: Callable[[], Span | None]) -> ToolResult:
         s = self.session
         span_id = args.span_id
         if span_id.startswith("o"):
@@ -431,7 +450,7 @@ class ContextTools:
 
     # -- context_restore -------------------------------------------------------------------------
 
-    def _restore(self, args: RestoreArgs, call: Span | None) -> ToolResult:
+    def _restore(self, args: RestoreArgs, start: Callable[[], Span | None]) -> ToolResult:
         s = self.session
         named = _unique(args.span_ids)
         plan: list[tuple[str, str]] = []  # (command, span id)
@@ -454,7 +473,7 @@ class ContextTools:
         before = s.tokens
         done: list[str] = []
         expanded: list[str] = []
-        reason = self._reason(args.reason, call)
+        reason = self._reason(args.reason, start())
         with s.batch():
             for command, span_id in plan:
                 if command == "expand":
@@ -507,11 +526,11 @@ class ContextTools:
 
     # -- context_prune ---------------------------------------------------------------------------
 
-    def _prune(self, args: PruneArgs, call: Span | None) -> ToolResult:
+    def _prune(self, args: PruneArgs, start: Callable[[], Span | None]) -> ToolResult:
         s = self.session
         targets = self._live_targets(args.span_ids, "prune")
         before = s.tokens
-        reason = self._reason(args.reason, call)
+        reason = self._reason(args.reason, start())
         with s.batch():
             for span_id in targets:
                 s.prune(span_id, reason=reason, by=self.by)
@@ -542,7 +561,7 @@ class ContextTools:
 
     # -- context_summarize -----------------------------------------------------------------------
 
-    def _summarize(self, args: SummarizeArgs, call: Span | None) -> ToolResult:
+    def _summarize(self, args: SummarizeArgs, start: Callable[[], Span | None]) -> ToolResult:
         s = self.session
         _check_text(args.summary, "summary")
         named = _unique(args.span_ids)
@@ -552,9 +571,12 @@ class ContextTools:
         else:
             targets = named  # the session refuses it, and records the refusal
         before = s.tokens
-        meta = self._by_call(call)
+        call = start()
         try:
-            span = s.rewrite(targets, args.summary, by=self.by, reason=self._reason(args.reason, call), gate=self.gate, meta=meta or None)
+            span = s.rewrite(
+                targets, args.summary, by=self.by, reason=self._reason(args.reason, call), gate=self.gate,
+                meta=self._by_call(call) or None,
+            )
         except GroundingError as e:
             return _error(e, hint=_grounding_hint(e))
         except RewritePolicyError as e:
@@ -581,7 +603,7 @@ class ContextTools:
 
     # -- context_rederive ------------------------------------------------------------------------
 
-    def _rederive(self, args: RederiveArgs, call: Span | None) -> ToolResult:
+    def _rederive(self, args: RederiveArgs, start: Callable[[], Span | None]) -> ToolResult:
         s = self.session
         _check_text(args.summary, "summary")
         span = s.span(args.span_id)
@@ -592,6 +614,7 @@ class ContextTools:
                 span_id=span.id,
             )
         before = span.tokens
+        call = start()
         try:
             new = s.rederive(span.id, text=args.summary, by=self.by, reason=self._reason(args.reason, call), gate=self.gate)
         except GroundingError as e:

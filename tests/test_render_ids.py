@@ -114,3 +114,8 @@ def test_any_pruning_renders_valid_tagged_messages(pruned, summarize):
     text = render(s.spans(), format="text", reader=s, ids=True)
     for span in s.spans():
         assert span_tag(span) in text
+
+
+def test_session_render_passes_ids_through(s):
+    assert s.render("openai", ids=True) == render(s.spans(), format="openai", reader=s, ids=True)
+    assert s.render("text", ids=True, at=2) == "[system]\n[o1] You are a careful agent."
