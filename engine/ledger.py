@@ -227,6 +227,9 @@ def _detect(path: Path) -> Any | None:
     """The first registered importer (by name) that recognises the file or directory, if any."""
     for _, ep in sorted(_importers().items()):
         importer = ep.load()
-        if importer.detect(path):
-            return importer
+        try:
+            if importer.detect(path):
+                return importer
+        except Exception:  # noqa: BLE001 - a detector choking on hostile bytes has not recognised them
+            continue
     return None

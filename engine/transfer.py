@@ -114,7 +114,9 @@ def looks_like_export(source: Any) -> bool:
                 if raw.strip():
                     first = msgspec.json.decode(raw)
                     return isinstance(first, dict) and {"session_id", "position", "event"} <= first.keys()
-    except (OSError, ValueError, RecursionError):  # unreadable or not JSON: let the import say why
+    except RecursionError:  # JSON nested too deep for anyone: the export's import says so
+        return True
+    except (OSError, ValueError):  # unreadable or not JSON: maybe another format's
         return False
     return True
 
