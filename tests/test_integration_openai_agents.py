@@ -80,6 +80,19 @@ def assert_pairs_valid(items: list[dict]) -> None:
             outputs[it["call_id"]] = i
     assert set(calls) == set(outputs), (calls, outputs)
     assert all(calls[c] < outputs[c] for c in calls)
+    # and, for Chat Completions-style models, the outputs of a run of calls follow it at once
+    i = 0
+    while i < len(items):
+        run = []
+        while i < len(items) and items[i].get("type") == "function_call":
+            run.append(items[i]["call_id"])
+            i += 1
+        answers = []
+        while run and i < len(items) and items[i].get("type") == "function_call_output":
+            answers.append(items[i]["call_id"])
+            i += 1
+        assert sorted(answers) == sorted(run), (run, answers)
+        i += 0 if run else 1
 
 
 # -- the story -------------------------------------------------------------------------------------------
@@ -289,6 +302,7 @@ def test_unknown_and_unusual_items_are_kept_and_given_back_unchanged():
         ({"type": 7}, "'type' must be"),
         ({"role": "user", "content": "\ud800"}, "Unicode"),
         ({"type": "thing", "x": object()}, "JSON"),
+        ({"type": "thing", "x": 2**70}, "item 1: a value cannot be stored"),
     ],
 )
 def test_a_malformed_item_raises_a_typed_error_and_writes_nothing(bad, says):

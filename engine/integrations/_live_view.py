@@ -102,13 +102,15 @@ def live_view(
 ) -> list[Entry]:
     """The live buffer in order, as entries that keep every tool pair valid.
 
-    A run of consecutive tool calls (cut where ``same_turn(prev, span)`` says a new assistant turn
-    starts) is followed by a placeholder result for each of its calls whose result is not live
-    (``can_placeholder(call)`` False: the call is shown as a plain message instead). A result pairs with
-    the nearest earlier live, unanswered call of its id; an unpaired result is a plain message."""
+    A run of consecutive tool calls (cut where ``same_turn(prev, span)`` says another assistant turn
+    starts) is followed at once by its live results, in their recorded order, then by a placeholder
+    result for each call whose result is not live (when ``can_placeholder(call)`` is False the call is
+    shown as a plain message instead). A result pairs with the nearest earlier live, unanswered call
+    of its id; a result without one is a plain message, in its place. In a log where results follow
+    their calls directly (every framework's own history) nothing moves."""
     spans = session.spans() if spans is None else list(spans)
+    answer_of: dict[int, int] = {}  # call index -> result index
     answered: set[int] = set()
-    call_answered: set[int] = set()
     open_calls: dict[str, list[int]] = {}
     derived_live = 0
     for i, s in enumerate(spans):
@@ -121,15 +123,17 @@ def live_view(
         elif kind == "tool_result":
             waiting = open_calls.get(s.meta["tool_call_id"])
             if waiting:
-                call_answered.add(waiting.pop())
+                answer_of[waiting.pop()] = i
                 answered.add(i)
 
     out: list[Entry] = []
     group: list[int] = []  # the current run of calls, by index
 
     def close_group() -> None:
+        results = sorted(answer_of[k] for k in group if k in answer_of)
+        out.extend(Entry(Shown.SPAN, spans[r]) for r in results)
         for k in group:
-            if k not in call_answered and (can_placeholder is None or can_placeholder(spans[k])):
+            if k not in answer_of:
                 call = spans[k]
                 out.append(Entry(Shown.MISSING_RESULT, call, _half_pair_text(session, call, derived_live)))
         group.clear()
@@ -141,13 +145,15 @@ def live_view(
         if not s.observed:
             out.append(Entry(Shown.DERIVED, s))
         elif is_call:
-            if i not in call_answered and can_placeholder is not None and not can_placeholder(s):
+            if i not in answer_of and can_placeholder is not None and not can_placeholder(s):
                 out.append(Entry(Shown.LONE_CALL, s, _half_pair_text(session, s, derived_live)))
                 continue
             group.append(i)
             out.append(Entry(Shown.SPAN, s))
-        elif s.kind == "tool_result" and i not in answered:
-            out.append(Entry(Shown.LONE_RESULT, s, _half_pair_text(session, s, derived_live)))
+        elif s.kind == "tool_result":
+            if i not in answered:
+                out.append(Entry(Shown.LONE_RESULT, s, _half_pair_text(session, s, derived_live)))
+            # an answered result was shown right after its calls
         else:
             out.append(Entry(Shown.SPAN, s))
     close_group()
@@ -163,13 +169,16 @@ def fits_meta(meta: dict[str, Any]) -> bool:
 
 
 _encode = msgspec.json.encode
+_msgpack = msgspec.msgpack.encode
 
 
 def to_json_text(value: Any, what: str) -> str:
     """``value`` as compact JSON text (the span text of an item kept whole as JSON)."""
     try:
         return _encode(value).decode()
-    except (TypeError, ValueError, msgspec.EncodeError, UnicodeEncodeError) as e:
+    except UnicodeEncodeError as e:
+        raise InvalidInputError(f"{what} is not valid Unicode text ({e.reason} at index {e.start})") from None
+    except (TypeError, ValueError, msgspec.EncodeError) as e:
         raise InvalidInputError(f"{what} is not JSON-serializable: {e}") from None
 
 
@@ -184,8 +193,11 @@ def check_observations(records: Sequence[Observation], what: Callable[[int], str
         try:
             validate.text(text)
             meta = validate.meta(meta)
+            _msgpack(meta)  # JSON takes any int; the log's msgpack only 64-bit ones
         except InvalidInputError as e:
             raise InvalidInputError(f"{what(n)}: {e.message}; nothing was written") from None
+        except (OverflowError, msgspec.EncodeError) as e:
+            raise InvalidInputError(f"{what(n)}: a value cannot be stored ({e}); nothing was written") from None
         checked.append((text, role, kind, meta))
     return checked
 

@@ -1,0 +1,356 @@
+"""The LangChain v1 adapter, against the real packages, offline: ``create_agent`` with a fake chat
+model and tools (what the model saw vs what the graph state holds), ``RunnableWithMessageHistory``
+over ``LedgerChatMessageHistory``, and message round trips."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("langchain.agents", reason="the langchain extra is not installed")
+
+from langchain.agents import create_agent  # noqa: E402
+from langchain_core.chat_history import BaseChatMessageHistory  # noqa: E402
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel  # noqa: E402
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage  # noqa: E402
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # noqa: E402
+from langchain_core.runnables.history import RunnableWithMessageHistory  # noqa: E402
+from langchain_core.tools import tool  # noqa: E402
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+
+from engine import Compactor, EstimateCounter, InvalidInputError, Ledger, Observed  # noqa: E402
+from engine.integrations.langchain import (  # noqa: E402
+    LedgerChatMessageHistory,
+    LedgerMiddleware,
+    to_messages,
+)
+
+PAD = "ledger line " * 150  # ~450 estimated tokens
+
+
+class RecordingModel(FakeMessagesListChatModel):
+    """A scripted chat model that accepts tools and remembers every message list it was given."""
+
+    seen: list = []
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.seen.append(list(messages))
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+@tool
+def balance(account: str) -> str:
+    """The balance of an account, with its statement."""
+    return f"{account}: 1,204.50 EUR. " + PAD
+
+
+@tool
+def add(a: int, b: int) -> str:
+    """Add two numbers."""
+    return str(a + b)
+
+
+def model() -> RecordingModel:
+    return RecordingModel(
+        seen=[],
+        responses=[
+            AIMessage(content="", tool_calls=[{"name": "balance", "args": {"account": "ACC-1"}, "id": "call_1"}]),
+            AIMessage(content="ACC-1 holds 1,204.50 EUR."),
+            AIMessage(
+                content="Checking both.",
+                tool_calls=[
+                    {"name": "balance", "args": {"account": "ACC-2"}, "id": "call_2"},
+                    {"name": "add", "args": {"a": 2, "b": 3}, "id": "call_3"},
+                ],
+            ),
+            AIMessage(content="ACC-2 is fine, and 2+3=5."),
+        ],
+    )
+
+
+def ledger() -> Ledger:
+    return Ledger.open("memory://", token_counter=EstimateCounter())
+
+
+def assert_pairs_valid(messages: list[BaseMessage]) -> None:
+    """What provider APIs demand: an AI message's tool calls are answered right after it, and every
+    tool message answers a call of the AI message before it."""
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        if isinstance(m, ToolMessage):
+            raise AssertionError(f"tool message {m.tool_call_id} answers no call just before it")
+        i += 1
+        if isinstance(m, AIMessage) and m.tool_calls:
+            want = [c["id"] for c in m.tool_calls]
+            got = []
+            while i < len(messages) and isinstance(messages[i], ToolMessage):
+                got.append(messages[i].tool_call_id)
+                i += 1
+            assert sorted(got) == sorted(want), (want, got)
+
+
+def recorded_keys(session) -> list[str]:
+    return [ev.meta["lc_key"] for ev in session.events() if isinstance(ev, Observed) and ev.meta.get("lc_call", 0) == 0]
+
+
+# -- the story -----------------------------------------------------------------------------------------
+
+
+def test_story_the_model_sees_the_compacted_ledger_while_the_graph_state_stays_whole():
+    """A banking agent built with create_agent gets one extra line (the middleware). Its second
+    question arrives after the first balance statement has grown old: the model sees a placeholder
+    naming the span to restore, the graph's state and checkpoint still hold the whole statement, and
+    the ledger recorded every state message exactly once."""
+    led = ledger()
+    m = model()
+    mw = LedgerMiddleware(led, "bank-7", Compactor(budget=900, keep_last_turns=1))
+    agent = create_agent(m, tools=[balance, add], middleware=[mw], system_prompt="Be brief.", checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t-1"}}
+    agent.invoke({"messages": [HumanMessage("What is in ACC-1?")]}, config)
+    out = agent.invoke({"messages": [HumanMessage("And ACC-2, plus 2+3?")]}, config)
+
+    state = out["messages"]
+    assert [type(x).__name__ for x in state] == [
+        "HumanMessage", "AIMessage", "ToolMessage", "AIMessage",
+        "HumanMessage", "AIMessage", "ToolMessage", "ToolMessage", "AIMessage",
+    ]
+    assert PAD in state[2].content  # the state keeps the whole first statement
+    checkpoint = agent.get_state(config).values["messages"]
+    assert [x.id for x in checkpoint] == [x.id for x in state]
+
+    seen = m.seen[-1]  # the last model call
+    assert isinstance(seen[0], SystemMessage) and seen[0].content == "Be brief."
+    first_result = next(x for x in seen if isinstance(x, ToolMessage) and x.tool_call_id == "call_1")
+    assert PAD not in first_result.content and "restore o3" in first_result.content
+    assert_pairs_valid(seen[1:])
+    assert len(m.seen) == 4
+
+    s = mw.ledger_session
+    assert recorded_keys(s) == [x.id for x in state]  # every message once, in order
+    assert any(getattr(ev, "by", "") == "compactor:elide-tool-outputs" for ev in s.events())
+    assert s.original("o3").text.startswith("ACC-1: 1,204.50 EUR.")
+    # the ledger's live buffer is exactly what the model saw (apart from the system prompt)
+    assert [x.content for x in to_messages(s)[: len(seen) - 1]] == [x.content for x in seen[1:]]
+
+
+def test_async_agent_and_a_restarted_process_record_nothing_twice(tmp_path):
+    url = f"sqlite:///{tmp_path / 'lc.db'}"
+    led = Ledger.open(url, token_counter=EstimateCounter())
+    m = model()
+    agent = create_agent(m, tools=[balance, add], middleware=[LedgerMiddleware(led, "resumed")])
+    out = asyncio.run(agent.ainvoke({"messages": [HumanMessage("What is in ACC-1?")]}))
+    assert len(m.seen) == 2
+    led.close()
+
+    led = Ledger.open(url, token_counter=EstimateCounter())  # a new process
+    mw = LedgerMiddleware(led, "resumed")
+    s = mw.ledger_session
+    s.prune("o3")  # pruned messages are known too: replaying the state must not record them again
+    agent = create_agent(m, tools=[balance, add], middleware=[mw])
+    out = agent.invoke({"messages": out["messages"] + [HumanMessage("And ACC-2, plus 2+3?")]})
+    keys = recorded_keys(s)
+    assert keys == [x.id for x in out["messages"]]
+    assert len(keys) == len(set(keys))
+    assert "restore o3" in next(x for x in m.seen[-1] if isinstance(x, ToolMessage) and x.tool_call_id == "call_1").content
+    led.close()
+
+
+# -- chat history ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:RunnableWithMessageHistory is deprecated")
+def test_runnable_with_message_history_over_the_ledger():
+    led = ledger()
+    m = RecordingModel(seen=[], responses=[AIMessage(content="Hello Ada."), AIMessage(content="You are Ada.")])
+    prompt = ChatPromptTemplate.from_messages([("system", "Be kind."), MessagesPlaceholder("history"), ("human", "{question}")])
+    chain = RunnableWithMessageHistory(
+        prompt | m,
+        lambda session_id: LedgerChatMessageHistory(led, session_id),
+        input_messages_key="question",
+        history_messages_key="history",
+    )
+    config = {"configurable": {"session_id": "chat-1"}}
+    assert chain.invoke({"question": "I am Ada."}, config).content == "Hello Ada."
+    assert chain.invoke({"question": "Who am I?"}, config).content == "You are Ada."
+    assert [x.content for x in m.seen[-1]] == ["Be kind.", "I am Ada.", "Hello Ada.", "Who am I?"]
+    history = LedgerChatMessageHistory(led, "chat-1")
+    assert isinstance(history, BaseChatMessageHistory)
+    assert [(type(x).__name__, x.content) for x in history.messages] == [
+        ("HumanMessage", "I am Ada."), ("AIMessage", "Hello Ada."), ("HumanMessage", "Who am I?"), ("AIMessage", "You are Ada.")
+    ]
+    assert [(s.role, s.kind) for s in history.ledger_session.spans()] == [
+        ("user", "message"), ("assistant", "message"), ("user", "message"), ("assistant", "message")
+    ]
+
+
+def test_clear_prunes_and_the_log_keeps_everything():
+    led = ledger()
+    h = LedgerChatMessageHistory(led, "c")
+    h.add_messages([HumanMessage("one"), AIMessage("two")])
+    position = h.ledger_session.position
+    h.clear()
+    assert h.messages == []
+    assert h.ledger_session.position == position + 2
+    assert h.ledger_session.original("o1").text == "one"
+    asyncio.run(h.aadd_messages([HumanMessage("three")]))
+    assert [x.content for x in asyncio.run(h.aget_messages())] == ["three"]
+    asyncio.run(h.aclear())
+    assert h.messages == []
+
+
+# -- message kinds -------------------------------------------------------------------------------------------
+
+
+def conversation() -> list[BaseMessage]:
+    return [
+        SystemMessage("You are terse.", id="m0"),
+        HumanMessage("Add 2 and 3, then look up ACC-9.", id="m1", name="ada"),
+        AIMessage(
+            content="On it.",
+            id="m2",
+            tool_calls=[
+                {"name": "add", "args": {"a": 2, "b": 3}, "id": "call_a", "type": "tool_call"},
+                {"name": "balance", "args": {"account": "ACC-9"}, "id": "call_b", "type": "tool_call"},
+            ],
+            additional_kwargs={"refusal": None},
+            response_metadata={"model_name": "fake", "finish_reason": "tool_calls"},
+        ),
+        ToolMessage("5", tool_call_id="call_a", id="m3", name="add"),
+        ToolMessage("ACC-9: 3.00 EUR", tool_call_id="call_b", id="m4", artifact={"rows": 1}),
+        AIMessage([{"type": "text", "text": "5, and ACC-9 has 3.00 EUR."}], id="m5"),
+        HumanMessage("", id="m6"),
+    ]
+
+
+def test_message_kinds_round_trip_exactly():
+    h = LedgerChatMessageHistory(ledger(), "kinds")
+    msgs = conversation()
+    h.add_messages(msgs)
+    assert h.messages == msgs
+    spans = h.ledger_session.spans()
+    assert [(s.role, s.kind) for s in spans] == [
+        ("system", "message"), ("user", "message"), ("assistant", "tool_call"), ("assistant", "tool_call"),
+        ("tool", "tool_result"), ("tool", "tool_result"), ("assistant", "message"), ("user", "message"),
+    ]
+    assert spans[2].meta["tool_call_id"] == "call_a" and spans[2].meta["arguments"] == {"a": 2, "b": 3}
+    assert spans[3].meta["name"] == "balance"
+    assert spans[5].meta["tool_call_id"] == "call_b"
+    assert spans[6].text == "5, and ACC-9 has 3.00 EUR."
+
+
+def test_pruned_halves_become_placeholders_or_plain_messages_never_orphans():
+    h = LedgerChatMessageHistory(ledger(), "halves")
+    h.add_messages(conversation())
+    s = h.ledger_session
+    s.prune("o5")  # call_a's result
+    view = h.messages
+    assert_pairs_valid(view)
+    placeholder = next(x for x in view if isinstance(x, ToolMessage) and x.tool_call_id == "call_a")
+    assert "restore o5" in placeholder.content
+    s.restore("o5")
+    s.prune("o4")  # the second call of the AI message: the message keeps its text and its live call
+    view = h.messages
+    assert_pairs_valid(view)
+    ai = next(x for x in view if isinstance(x, AIMessage) and x.tool_calls)
+    assert ai.content == "On it." and [c["id"] for c in ai.tool_calls] == ["call_a"] and ai.id == "m2"
+    orphan = next(x for x in view if isinstance(x, HumanMessage) and "ACC-9: 3.00 EUR" in x.content)
+    assert "call_b" in orphan.content
+    d = s.rewrite(["o1", "o2"], "A terse assistant was asked to add 2 and 3 and look up ACC-9.")
+    view = h.messages
+    assert isinstance(view[0], SystemMessage) or isinstance(view[0], HumanMessage)
+    assert view[0].content.startswith(f"[derived {d.id} ") and "not an observation" in view[0].content
+
+
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        ("hello", "not a LangChain message"),
+        ({"role": "user", "content": "hi"}, "not a LangChain message"),
+        (AIMessage(content="", tool_calls=[{"name": "add", "args": {}, "id": None}]), "has no id"),
+        (HumanMessage("\ud800"), "message 1 is not valid Unicode"),
+        (HumanMessage("x", additional_kwargs={"blob": object()}), "serializ"),
+        (AIMessage("", tool_calls=[{"name": "add", "args": {"a": 2**70}, "id": "c"}]), "message 1: a value cannot be stored"),
+    ],
+)
+def test_bad_messages_raise_a_typed_error_and_write_nothing(bad, says):
+    h = LedgerChatMessageHistory(ledger(), "bad")
+    h.add_messages([HumanMessage("before")])
+    position = h.ledger_session.position
+    with pytest.raises(InvalidInputError, match=says):
+        h.add_messages([HumanMessage("fine"), bad])
+    assert h.ledger_session.position == position
+    assert [x.content for x in h.messages] == ["before"]
+    with pytest.raises(InvalidInputError):
+        h.add_messages("not a list")
+    assert h.ledger_session.position == position
+
+
+def test_constructor_checks():
+    led = ledger()
+    with pytest.raises(InvalidInputError):
+        LedgerMiddleware("memory://", "x")
+    with pytest.raises(InvalidInputError):
+        LedgerMiddleware(led, 42)
+    with pytest.raises(InvalidInputError):
+        LedgerMiddleware(led, "x", compactor="guarded")
+    with pytest.raises(InvalidInputError):
+        LedgerChatMessageHistory(led, "")
+
+
+text_st = st.text(max_size=30)
+simple = st.one_of(
+    st.builds(lambda t, i: HumanMessage(t, id=i), text_st, st.uuids().map(str)),
+    st.builds(lambda t, i: SystemMessage(t, id=i), text_st, st.uuids().map(str)),
+    st.builds(lambda t, i: AIMessage(t, id=i), text_st, st.uuids().map(str)),
+)
+
+
+@st.composite
+def exchanges(draw):
+    """An AI message with 1-3 tool calls and the tool messages answering them."""
+    n = draw(st.integers(1, 3))
+    ids = [f"c{draw(st.uuids()).hex[:8]}" for _ in range(n)]
+    args = draw(st.lists(st.dictionaries(st.text(max_size=5), st.integers(-(2**63), 2**63 - 1) | st.text(max_size=5), max_size=2), min_size=n, max_size=n))
+    ai = AIMessage(
+        draw(text_st),
+        id=draw(st.uuids()).hex,
+        tool_calls=[{"name": "t", "args": a, "id": i, "type": "tool_call"} for a, i in zip(args, ids)],
+    )
+    return [ai] + [ToolMessage(draw(text_st), tool_call_id=i, id=f"r{i}") for i in ids]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.one_of(simple.map(lambda m: [m]), exchanges()), min_size=1, max_size=5), st.data())
+def test_any_conversation_round_trips_and_any_pruning_keeps_pairs_valid(blocks, data):
+    msgs = [m for b in blocks for m in b]
+    h = LedgerChatMessageHistory(ledger(), "prop")
+    h.add_messages(msgs)
+    assert h.messages == msgs
+    spans = h.ledger_session.spans()
+    for span_id in sorted(data.draw(st.sets(st.sampled_from([s.id for s in spans])))):
+        h.ledger_session.prune(span_id)
+    assert_pairs_valid(h.messages)
+
+
+# -- packaging -------------------------------------------------------------------------------------------------
+
+
+def test_a_missing_langchain_is_a_one_line_error_naming_the_extra():
+    code = (
+        "import sys; sys.modules['langchain'] = None; sys.modules['langchain.agents'] = None\n"
+        "try:\n    import engine.integrations.langchain\n"
+        "except ImportError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines() == [
+        "LangChain (langchain, langchain-core, langgraph) is not installed: pip install 'ctxledger[langchain]'"
+    ]
