@@ -261,25 +261,68 @@ def export_cmd(ctx, session, output) -> None:
 
 
 @main.command("import")
-@click.argument("file", type=click.Path(allow_dash=True, dir_okay=False))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(allow_dash=True))
+@click.option("--format", "fmt", default=None, metavar="FORMAT",
+              help="ctxledger (an export), claude-code, codex, openhands or messages; detected when omitted.")
+@click.option("--session", "name", default=None, metavar="NAME",
+              help="Name of the session (one transcript only); default <format>:<the transcript's session id>.")
+@click.option("--skip-bad", is_flag=True, help="Skip malformed transcript lines (counted in the report) instead of failing.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 @handle_errors
-def import_cmd(ctx, file, as_json) -> None:
-    """Import a session exported with `ctxledger export` (verified whole before anything is written).
+def import_cmd(ctx, paths, fmt, name, skip_bad, as_json) -> None:
+    """Import a ctxledger export, or agent transcripts (files or directories): Claude Code, Codex,
+    OpenHands, or a JSONL of successive OpenAI/Anthropic request bodies (messages).
+
+    Compactions become derived spans written by the tool (e.g. claude-code:compact:auto); a summary
+    of a summary is recorded as a violation (imports are permissive sessions). Re-importing a
+    transcript that grew takes only the new lines; a malformed line fails the import naming the
+    file and line, with nothing written (or is skipped and counted with --skip-bad).
 
     \b
     Example:
       ctxledger --db sqlite:///other.db import agent-42.jsonl
+      ctxledger import --format claude-code ~/.claude/projects/-home-me-shop/
+      ctxledger import session.jsonl --session shop-debug && ctxledger audit shop-debug
     """
+    from pathlib import Path
+
+    from engine.errors import InvalidInputError
+    from engine.transfer import looks_like_export
+
+    if name is not None and len(paths) > 1:
+        raise InvalidInputError("--session names one transcript; give one PATH")
+    results = []
     with open_ledger(ctx) as ledger:
-        source = sys.stdin if file == "-" else file
-        s = ledger.import_(source)
-        result = {"session": s.name, "position": s.position, "verified": s.verify().ok}
+        for path in paths:
+            if fmt in (None, "ctxledger") and (path == "-" or fmt == "ctxledger" or looks_like_export(path)):
+                if name is not None or skip_bad:
+                    raise InvalidInputError("a ctxledger export keeps its own session name; --session/--skip-bad do not apply")
+                s = ledger.import_(sys.stdin if path == "-" else path)
+                results.append({"format": "ctxledger", "source": path, "session": s.name,
+                                "sessions": [s.name], "position": s.position, "verified": s.verify().ok})
+                continue
+            from engine.importers import import_path
+
+            done = import_path(ledger, Path(path), format=fmt, name=name, skip_bad=skip_bad)
+            for report in done.reports:
+                results.append({**to_builtins(report), "spans": report.spans})
     if as_json:
-        emit_json(result)
-    else:
-        click.echo(f"imported session {result['session']!r}: {result['position']} events, chain verified")
+        emit_json(results[0] if len(results) == 1 else results)
+        return
+    for r in results:
+        if r["format"] == "ctxledger":
+            click.echo(f"imported session {r['session']!r}: {r['position']} events, chain verified")
+        else:
+            from engine.importers import ImportReport
+
+            click.echo(msgspec_convert(r, ImportReport).summary())
+
+
+def msgspec_convert(data: dict, cls: type):
+    import msgspec
+
+    return msgspec.convert({k: v for k, v in data.items() if k != "spans"}, cls)
 
 
 @main.command("mark")

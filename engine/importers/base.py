@@ -4,7 +4,7 @@ turns items into session commands.
 An importer reads its source twice. The first pass parses every new line without writing anything,
 so a malformed line stops the import before the store is touched (``ImportFormatError`` naming the
 file and line). The second pass parses again and writes, a chunk of items per transaction, so memory
-stays flat in the transcript's size. Each run ends with a checkpoint mark (``imported:L<line>``)
+stays flat in the transcript's size. Every write transaction ends with the checkpoint mark (``imported``)
 whose reason records the source, the last line and byte offset taken and a fingerprint of the bytes
 before it: a re-import or a restarted watch resumes after that line (nothing doubled, nothing
 skipped), and a different transcript under the same name is refused.
@@ -41,14 +41,14 @@ __all__ = [
     "SessionWriter",
     "jsonl_lines",
     "fingerprint",
-    "CHECKPOINT_PREFIX",
+    "CHECKPOINT_LABEL",
     "MAX_TEXT_CHARS",
 ]
 
-CHECKPOINT_PREFIX = "imported:L"
+CHECKPOINT_LABEL = "imported"  # the mark whose reason holds the checkpoint (moved at every commit)
 MAX_TEXT_CHARS = 2_000_000  # longer texts (a huge tool output) are cut and say so in meta
 MAX_META_ARGS = 64 * 1024  # tool arguments beyond this stay in the span's text only
-_CHUNK = 512  # items per write transaction (and per batched token count)
+CHUNK = 512  # items per write transaction (and per batched token count)
 
 
 # -- the items a parser yields -------------------------------------------------------------------
@@ -262,7 +262,7 @@ def fingerprint(path: Path, offset: int) -> str:
 
 
 class Checkpoint(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """Where an import stopped: stored as JSON in the reason of a ``imported:L<line>`` mark."""
+    """Where an import stopped: stored as JSON in the reason of the ``imported`` mark."""
 
     format: str
     source: str
@@ -274,11 +274,11 @@ class Checkpoint(msgspec.Struct, kw_only=True, omit_defaults=True):
 
     @classmethod
     def of(cls, session: Session) -> Checkpoint | None:
-        marks = [p for label, p in session.marks().items() if label.startswith(CHECKPOINT_PREFIX)]
-        if not marks:
+        position = session.marks().get(CHECKPOINT_LABEL)
+        if position is None:
             return None
         try:
-            return msgspec.json.decode(session.event(max(marks)).reason, type=cls)
+            return msgspec.json.decode(session.event(position).reason, type=cls)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
 
@@ -297,114 +297,110 @@ def session_info(session: Session) -> dict[str, Any]:
 
 
 class SessionWriter:
-    """Applies a parser's items to one session: observations in chunks (tokens counted in a batch),
-    compactions as rewrites of the live spans, forgotten events as prunes."""
+    """Applies a parser's items to one session. Items wait in a queue; ``commit`` writes them in order
+    in ONE transaction together with the checkpoint (so a crash or Ctrl-C never leaves spans the
+    checkpoint does not cover): observations with their tokens counted in a batch, compactions as
+    rewrites of the live spans, forgotten events as prunes."""
 
     def __init__(self, session: Session | None, report: ImportReport, *, counter: Any = None):
         self.session = session
         self.report = report
-        self.dry = session is None  # the validating first pass: parse and count, write nothing
-        self._queue: list[Observe] = []
+        self.dry = session is None  # the validating first pass: parse, write nothing
+        self._queue: list[Any] = []
         self._count_many = getattr(counter, "count_many", None)
         self._count = getattr(counter, "count", None)
         self.derived_by: dict[str, str] = {}
 
-    # items -------------------------------------------------------------------------------------
-
-    def observe(self, item: Observe) -> None:
+    def add(self, item: Any) -> None:
         self._queue.append(item)
-        if len(self._queue) >= _CHUNK:
-            self.flush()
 
-    def flush(self) -> None:
+    @property
+    def pending(self) -> int:
+        return len(self._queue)
+
+    def commit(self, checkpoint: str | None = None, *, by: str = "") -> None:
         queue, self._queue = self._queue, []
-        if not queue or self.dry:
-            for item in queue:
-                self._counted(item, 0)
+        if self.dry:
             return
-        texts = [i.text for i in queue]
-        counts = self._count_many(texts) if self._count_many else [self._count(t) for t in texts]
+        if not queue and checkpoint is None:
+            return
+        observed = [i for i in queue if type(i) is Observe]
+        for c in queue:
+            if type(c) is Compact and not callable(c.after):
+                observed.extend(c.after)
+        texts = [i.text for i in observed]
+        if self._count_many is not None:
+            counts = self._count_many(texts)
+        else:
+            counts = [self._count(t) if self._count else None for t in texts]
+        tokens = {id(item): n for item, n in zip(observed, counts)}
         s = self.session
         with s.batch():
-            for item, n in zip(queue, counts):
-                s.observe(item.text, role=item.role, kind=item.kind, meta=item.meta, tokens=n)
-                self._counted(item, n)
+            for item in queue:
+                t = type(item)
+                if t is Observe:
+                    self._observe(item, tokens.get(id(item)))
+                elif t is Compact:
+                    self._compact(item, tokens)
+                elif t is Forget:
+                    self._forget(item)
+                elif t is Apply:
+                    item.fn(s, self.report)
+            if checkpoint is not None:
+                s.mark(CHECKPOINT_LABEL, by=by, reason=checkpoint)
 
-    def _counted(self, item: Observe, tokens: int) -> None:
+    def _observe(self, item: Observe, tokens: int | None) -> None:
+        span = self.session.observe(item.text, role=item.role, kind=item.kind, meta=item.meta, tokens=tokens)
         obs = self.report.observed
         obs[item.category] = obs.get(item.category, 0) + 1
-        self.report.tokens += tokens
+        self.report.tokens += span.tokens
 
-    def compact(self, item: Compact) -> str | None:
-        """Returns the derived span's id (None when nothing was live to derive from)."""
-        self.flush()
+    def _compact(self, item: Compact, tokens: dict[int, int]) -> None:
         self.report.compactions += 1
-        if self.dry:
-            for after in item.after if not callable(item.after) else ():
-                self._counted(after, 0)
-            return None
         s = self.session
         live = s.spans()
         kept = item.keep(live) if item.keep else set()
-        after_items = item.after(live) if callable(item.after) else item.after
+        after = item.after(live) if callable(item.after) else item.after
         inputs = [sp for sp in live if sp.id not in kept]
-        made = None
-        with s.batch():
-            if item.text is not None and inputs:
-                made = self._rewrite(inputs, item.text, item.by, item.meta, item.role)
-            elif item.text is not None:
-                # Nothing live to derive from (the transcript starts after a compaction): the summary
-                # is all we have; keep it, observed, and say where it came from.
-                meta = {**item.meta, "summary_without_sources": True}
-                s.observe(item.text, role=item.role, kind="message", meta=meta)
-                self.report.observed["summary"] = self.report.observed.get("summary", 0) + 1
-                self.report.notes.append(
-                    f"a {item.by} summary had no live spans to derive from; kept as an observation"
-                )
-            else:
-                for sp in inputs:
-                    s.prune(sp.id, by=item.by, reason="compaction (summary not readable)")
-                self.report.pruned += len(inputs)
-        for after in after_items:
-            self.observe(after)
-        self.flush()
-        return made
+        if item.text is not None and inputs:
+            self._rewrite(inputs, item.text, item.by, item.meta, item.role)
+        elif item.text is not None:
+            # Nothing live to derive from (the transcript starts after a compaction): the summary is
+            # all there is; keep it, observed, and say so.
+            s.observe(item.text, role=item.role, kind="message", meta={**item.meta, "summary_without_sources": True})
+            self.report.observed["summary"] = self.report.observed.get("summary", 0) + 1
+            self.report.notes.append(f"a {item.by} summary had no live spans to derive from; kept as an observation")
+        else:
+            for sp in inputs:
+                s.prune(sp.id, by=item.by, reason="compaction (summary not readable)")
+            self.report.pruned += len(inputs)
+        for obs in after:
+            self._observe(obs, tokens.get(id(obs)))
 
-    def forget(self, item: Forget) -> str | None:
-        self.flush()
-        if self.dry:
-            if item.summary is not None:
-                self.report.compactions += 1
-            return None
+    def _forget(self, item: Forget) -> None:
         s = self.session
         live = s.spans()
         forgotten = [sp for sp in live if sp.meta.get(item.key) in item.ids]
-        made = None
-        with s.batch():
-            if item.summary is not None:
-                self.report.compactions += 1
-                earlier = [sp for sp in live if sp.provenance is Provenance.DERIVED and sp.id in self.derived_by
-                           and self.derived_by[sp.id] == item.by and sp not in forgotten]
-                inputs = sorted(forgotten + earlier, key=lambda sp: sp.order)
-                if inputs:
-                    made = self._rewrite(inputs, item.summary, item.by, item.meta, "user")
-                else:
-                    s.observe(item.summary, role="user", meta={**item.meta, "summary_without_sources": True})
-                    self.report.observed["summary"] = self.report.observed.get("summary", 0) + 1
-            else:
-                for sp in forgotten:
-                    s.prune(sp.id, by=item.by, reason="forgotten by the condenser")
-                self.report.pruned += len(forgotten)
-        return made
-
-    def apply(self, item: Apply) -> None:
-        self.flush()
-        if not self.dry:
-            item.fn(self.session, self.report)
+        if item.summary is None:
+            for sp in forgotten:
+                s.prune(sp.id, by=item.by, reason="forgotten by the condenser")
+            self.report.pruned += len(forgotten)
+            return
+        self.report.compactions += 1
+        chosen = {sp.id for sp in forgotten}
+        earlier = [sp for sp in live if sp.provenance is Provenance.DERIVED and sp.id not in chosen
+                   and self.derived_by.get(sp.id, sp.meta.get("by")) == item.by]
+        inputs = sorted(forgotten + earlier, key=lambda sp: sp.order)
+        if inputs:
+            self._rewrite(inputs, item.summary, item.by, item.meta, "user")
+        else:
+            s.observe(item.summary, role="user", meta={**item.meta, "summary_without_sources": True})
+            self.report.observed["summary"] = self.report.observed.get("summary", 0) + 1
 
     def _rewrite(self, inputs: list[Span], text: str, by: str, meta: dict, role: str) -> str:
         if any(sp.provenance is not Provenance.OBSERVED for sp in inputs):
             self.report.violations += 1
+        meta = {**meta, "by": by}
         span = self.session.rewrite([sp.id for sp in inputs], text, by=by, meta=meta, role=role,
                                     reason="compaction recorded in the transcript")
         self.derived_by[span.id] = by

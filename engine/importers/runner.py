@@ -12,15 +12,11 @@ import msgspec
 
 from engine.errors import DuplicateSessionError, InvalidInputError
 from engine.importers.base import (
-    CHECKPOINT_PREFIX,
-    Apply,
+    CHUNK,
     Bad,
     Checkpoint,
-    Compact,
-    Forget,
     ImportReport,
     ImportResult,
-    Observe,
     ParseContext,
     SessionWriter,
     session_info,
@@ -86,79 +82,68 @@ def _import_one(importer: Importer, ledger: Ledger, source: Path, name: str, inf
     dry = ImportReport(format=importer.format, source=str(source), session=name)
     ctx = ParseContext(source, dry, skip_bad=skip_bad, info=info)
     ctx.links = links
-    writers: dict[str, SessionWriter] = {}
-    for item in importer.parse(importer.read(source, start, ctx, follow=follow), ctx):
-        _apply(item, lambda stream: writers.setdefault(stream, SessionWriter(None, dry)))
+    for _item in importer.parse(importer.read(source, start, ctx, follow=follow), ctx):
+        pass
 
-    report = ImportReport(format=importer.format, source=str(source), session=name)
-    first = (start.line if start else 0)
+    report = ImportReport(format=importer.format, source=str(source), session=name, sessions=[name])
+    first = start.line if start else 0
     if ctx.safe_line <= first and session is not None:
         report.already_imported = not dry.pending_tail and not dry.lines
         report.pending_tail = dry.pending_tail
-        report.last_line = first
+        report.first_line = report.last_line = first
         report.lines = dry.lines
         report.skipped = dry.skipped
-        report.sessions = [name]
         report.seconds = time.perf_counter() - t0
         return session, report
 
-    # Pass 2: the same parse, written a chunk at a time.
+    # Pass 2: the same parse, written a chunk at a time; each chunk's transaction ends with the
+    # checkpoint, so an interrupted import resumes exactly where its last chunk ended.
+    by = f"ctxledger-import:{importer.format}"
     if session is None:
-        session = ledger.create_session(name, strict=False, by=f"ctxledger-import:{importer.format}",
+        session = ledger.create_session(name, strict=False, by=by,
                                         reason=json.dumps({"format": importer.format, "source": str(source), **info}))
     ctx = ParseContext(source, report, skip_bad=skip_bad, info=info)
     ctx.links = links
     streams: dict[str, SessionWriter] = {"": SessionWriter(session, report, counter=ledger.counter)}
+    known_unknown = dict(start.unknown) if start else {}
+    known_bad = list(start.bad_lines) if start else []
 
     def writer(stream: str) -> SessionWriter:
         w = streams.get(stream)
         if w is None:
             sub = f"{name}/{stream}"
             s = ledger.session(sub) if sub in ledger else ledger.create_session(
-                sub, strict=False, by=f"ctxledger-import:{importer.format}",
-                reason=json.dumps({"format": importer.format, "source": str(source), "parent": name,
-                                   "kind": stream}))
+                sub, strict=False, by=by,
+                reason=json.dumps({"format": importer.format, "source": str(source), "parent": name, "kind": stream}))
             w = streams[stream] = SessionWriter(s, report, counter=ledger.counter)
         return w
 
+    def commit(line: int, offset: int) -> None:
+        unknown = dict(known_unknown)
+        for k, v in report.unknown.items():
+            unknown[k] = unknown.get(k, 0) + v
+        note = msgspec.json.encode(Checkpoint(
+            format=importer.format, source=str(source.resolve()), line=line, offset=offset,
+            fingerprint=importer.fingerprint(source, offset), unknown=unknown,
+            bad_lines=known_bad + report.bad_lines,
+        )).decode()
+        for w in list(streams.values()):
+            w.commit(note, by=by)
+
+    seen = ctx.safe_line
     for item in importer.parse(importer.read(source, start, ctx, follow=follow), ctx):
-        _apply(item, writer)
-    for w in streams.values():
-        w.flush()
+        if ctx.safe_line != seen:  # a line boundary: everything queued so far is whole lines
+            seen = ctx.safe_line
+            if any(w.pending >= CHUNK for w in streams.values()):
+                commit(ctx.safe_line, ctx.safe_offset)
+        if type(item) is not Bad:
+            writer(item.stream).add(item)
+    commit(ctx.safe_line, ctx.safe_offset)
     report.first_line = first + 1
     report.last_line = ctx.safe_line
     report.sessions = [w.session.name for w in streams.values()]
-    unknown = dict(start.unknown) if start else {}
-    for k, v in report.unknown.items():
-        unknown[k] = unknown.get(k, 0) + v
-    if report.unknown:
-        report.notes.append(
-            "unknown line types were counted and skipped: " + ", ".join(f"{k} x{v}" for k, v in report.unknown.items())
-        )
-    checkpoint = Checkpoint(
-        format=importer.format, source=str(source.resolve()), line=ctx.safe_line, offset=ctx.safe_offset,
-        fingerprint=importer.fingerprint(source, ctx.safe_offset), unknown=unknown,
-        bad_lines=(list(start.bad_lines) if start else []) + report.bad_lines,
-    )
-    note = msgspec.json.encode(checkpoint).decode()
-    for w in streams.values():
-        w.session.mark(f"{CHECKPOINT_PREFIX}{ctx.safe_line}", by=f"ctxledger-import:{importer.format}", reason=note)
     report.seconds = time.perf_counter() - t0
     return session, report
-
-
-def _apply(item: Any, writer) -> None:
-    t = type(item)
-    if t is Observe:
-        writer(item.stream).observe(item)
-    elif t is Compact:
-        writer(item.stream).compact(item)
-    elif t is Forget:
-        writer(item.stream).forget(item)
-    elif t is Apply:
-        writer(item.stream).apply(item)
-    elif t is not Bad:
-        raise TypeError(f"an importer yielded {t.__name__}")
 
 
 def _resume_point(importer: Importer, session: Session | None, source: Path, name: str) -> Checkpoint | None:
