@@ -43,7 +43,7 @@ from engine.render import render, span_ranges, span_tag, tool_partner
 from engine.session import Session
 from engine.spans import Span
 
-__all__ = ["ContextTools", "ToolResult", "TOOL_NAMES", "MAX_SUMMARY_CHARS", "MAX_REASON_CHARS"]
+__all__ = ["ContextTools", "ToolResult", "TOOL_NAMES", "MAX_SUMMARY_CHARS", "MAX_REASON_CHARS", "argument_types"]
 
 MAX_SUMMARY_CHARS = 32_000
 MAX_REASON_CHARS = 1_000
@@ -166,6 +166,12 @@ _ARGS: dict[str, type[_Args]] = {
 }
 TOOL_NAMES: tuple[str, ...] = tuple(_ARGS)
 _DECODERS = {name: msgspec.json.Decoder(cls) for name, cls in _ARGS.items()}
+
+
+def argument_types() -> dict[str, type[msgspec.Struct]]:
+    """Each tool's argument Struct (the source of its JSON Schema and its validation), by tool name:
+    for servers that validate with their own machinery (``engine.integrations.mcp``)."""
+    return dict(_ARGS)
 
 
 def _schema(cls: type[_Args]) -> tuple[str, dict[str, Any]]:
@@ -470,10 +476,10 @@ class ContextTools:
             self._check_restorable(span_id)
             plan.append(("restore", span_id))
             planned.add(span_id)
+        reason = self._reason(args.reason, start())
         before = s.tokens
         done: list[str] = []
         expanded: list[str] = []
-        reason = self._reason(args.reason, start())
         with s.batch():
             for command, span_id in plan:
                 if command == "expand":
@@ -529,8 +535,8 @@ class ContextTools:
     def _prune(self, args: PruneArgs, start: Callable[[], Span | None]) -> ToolResult:
         s = self.session
         targets = self._live_targets(args.span_ids, "prune")
-        before = s.tokens
         reason = self._reason(args.reason, start())
+        before = s.tokens
         with s.batch():
             for span_id in targets:
                 s.prune(span_id, reason=reason, by=self.by)
@@ -570,8 +576,8 @@ class ContextTools:
             targets = self._live_targets(named, "summarize")
         else:
             targets = named  # the session refuses it, and records the refusal
-        before = s.tokens
         call = start()
+        before = s.tokens
         try:
             span = s.rewrite(
                 targets, args.summary, by=self.by, reason=self._reason(args.reason, call), gate=self.gate,

@@ -10,3 +10,4 @@ __all__ = ["main"]
 from engine.cli import demo  # noqa: F401  (registers: demo, report)
 from engine.cli import proxy  # noqa: F401  (registers: proxy)
 from engine.cli import transcripts  # noqa: F401  (registers: watch)
+from engine.cli import mcp  # noqa: F401  (registers: mcp)
