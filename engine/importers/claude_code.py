@@ -402,7 +402,7 @@ class ClaudeCodeImporter(Importer):
                 meta["compaction_transcript"] = child
         after = []
         if trailer:
-            tmeta = {"line": line, "uuid": summary.uuid, "harness": "compact-trailer"}
+            tmeta = {"line": line, "uuid": summary.uuid, "timestamp": summary.timestamp, "harness": "compact-trailer"}
             after.append(Observe(trailer, "user", "message", tmeta, "harness", stream))
         return Compact(clip(body, meta), by, meta, keep, after, stream)
 

@@ -42,19 +42,16 @@ def run_import(importer: Importer, ledger: Ledger, path: Path, *, name: str | No
         raise InvalidInputError(
             f"--session names one transcript, but {path} holds {len(sources)} {importer.format} transcripts"
         )
-    sessions: list[Session] = []
     reports: list[ImportReport] = []
     for source in sources:
         primary = name or importer.default_name(source)
         done = import_transcript(importer, ledger, source, primary, importer.session_info(source),
                                  skip_bad=skip_bad, follow=follow, with_children=True)
-        for s, r in done:
-            sessions.append(s)
-            reports.append(r)
-    # the primary sessions first (a transcript's children are imported before it, to be linked)
-    order = {importer.default_name(src) if name is None else name: i for i, src in enumerate(sources)}
-    pairs = sorted(zip(sessions, reports), key=lambda p: (order.get(p[0].name, len(order)),))
-    return ImportResult([p[0] for p in pairs], [p[1] for p in pairs])
+        reports.extend(r for _, r in done)
+    names: list[str] = []
+    for r in reports:  # each transcript's session, then its sidechain sessions
+        names.extend(n for n in (r.sessions or [r.session]) if n not in names)
+    return ImportResult([ledger.session(n) for n in names], reports)
 
 
 def import_transcript(importer: Importer, ledger: Ledger, source: Path, name: str, info: dict[str, Any], *,
