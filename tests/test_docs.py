@@ -21,6 +21,7 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,9 +171,21 @@ def _pages_with_code() -> list[Path]:
     return [p for p in pages() if any(b.run for b in python_blocks(p))]
 
 
+@pytest.fixture(scope="module")
+def page_checks(request, tmp_path_factory):
+    """The selected pages run two at a time (each in its own interpreter and directory); each test
+    then waits for its own page. Pages deselected with -k are not run."""
+    wanted = [item.callspec.params["page"] for item in request.session.items
+              if getattr(item, "originalname", "") == "test_every_python_block_of_the_page_runs_and_prints_what_the_page_shows"]
+    pool = ThreadPoolExecutor(max_workers=2)
+    futures = {page: pool.submit(check_page, page, tmp_path_factory.mktemp(page.stem)) for page in wanted}
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
 @pytest.mark.parametrize("page", _pages_with_code(), ids=_name)
-def test_every_python_block_of_the_page_runs_and_prints_what_the_page_shows(page, tmp_path):
-    problems = check_page(page, tmp_path)
+def test_every_python_block_of_the_page_runs_and_prints_what_the_page_shows(page, page_checks):
+    problems = page_checks[page].result()
     assert not problems, "\n\n".join(problems)
 
 
