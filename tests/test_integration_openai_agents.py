@@ -395,6 +395,54 @@ def test_pairs_stay_valid_whatever_is_pruned(groups, data):
     assert len(back) >= len(spans) - len(doomed)
 
 
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("message"), st.sampled_from(["user", "assistant"])),
+        st.tuples(st.just("calls"), st.integers(1, 3)),
+        st.tuples(st.just("result"), st.integers(0, 9)),
+        st.tuples(st.just("prune"), st.integers(0, 50)),
+        st.tuples(st.just("restore"), st.integers(0, 50)),
+        st.tuples(st.just("read"), st.just(0)),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops)
+def test_the_kept_view_always_equals_a_fresh_one(steps):
+    """get_items keeps its view between calls and pairs only what was appended: after any sequence of
+    appends, prunes and restores it equals the view a fresh LedgerSession computes from the log."""
+    led = ledger()
+    s = LedgerSession("kept", ledger=led)
+    calls: list[str] = []
+    pruned: list[str] = []
+    for op, arg in steps:
+        ls = s.ledger_session
+        if op == "message":
+            s.observe_items([{"role": arg, "content": f"m{ls.position}"}])
+        elif op == "calls":
+            new = [f"c{ls.position}_{k}" for k in range(arg)]
+            calls += new
+            s.observe_items([{"type": "function_call", "call_id": c, "name": "f", "arguments": "{}"} for c in new])
+        elif op == "result" and calls:
+            c = calls[arg % len(calls)]
+            s.observe_items([{"type": "function_call_output", "call_id": c, "output": f"r{c}"}])
+        elif op == "prune" and ls.spans():
+            live = ls.spans()
+            span_id = live[arg % len(live)].id
+            ls.prune(span_id)
+            pruned.append(span_id)
+        elif op == "restore" and pruned:
+            span_id = pruned.pop(arg % len(pruned))
+            ls.restore(span_id)
+        mine = s.items()
+        fresh = LedgerSession("kept", ledger=led).items()
+        assert mine == fresh
+        assert_pairs_valid(mine)
+
+
 # -- packaging -------------------------------------------------------------------------------------------------
 
 

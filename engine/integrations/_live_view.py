@@ -31,6 +31,7 @@ __all__ = [
     "Observation",
     "require",
     "open_session",
+    "LiveView",
     "live_view",
     "check_observations",
     "write_observations",
@@ -75,22 +76,170 @@ class Entry(msgspec.Struct, frozen=True):
     text: str = ""  # the placeholder / plain-message text for the non-SPAN entries
 
 
-_PLACEHOLDERS: dict[tuple, str] = {}
+class _Pairs:
+    """The outcome of pairing a stretch of the buffer: its entries, the ids of its calls left without a
+    live result, whether it ends inside a run of calls."""
+
+    __slots__ = ("entries", "open_ids", "ends_in_call")
+
+    def __init__(self, entries: list[Entry], open_ids: set[str], ends_in_call: bool):
+        self.entries = entries
+        self.open_ids = open_ids
+        self.ends_in_call = ends_in_call
 
 
-def _half_pair_text(session: Session, span: Span, derived_live: int) -> str:
-    """``render``'s text for a half-live pair: for a call the placeholder of its result, for a result
-    the plain message that names its missing call. Cached per span and per state of the derived spans
-    (what the text can name), since finding the partner reads the log near the span."""
-    key = (session.id, span.id, span.position, session.state.n_der, derived_live)
-    text = _PLACEHOLDERS.get(key)
-    if text is None:
-        rendered = render([span], format="openai", reader=session)
-        text = rendered[-1]["content"]
-        if len(_PLACEHOLDERS) > 4096:
-            _PLACEHOLDERS.clear()
-        _PLACEHOLDERS[key] = text
-    return text
+def _pair(
+    spans: Sequence[Span],
+    half_text: Callable[[Span], str],
+    same_turn: Callable[[Span, Span], bool] | None,
+    can_placeholder: Callable[[Span], bool] | None,
+) -> _Pairs:
+    answer_of: dict[int, int] = {}  # call index -> result index
+    answered: set[int] = set()
+    open_calls: dict[str, list[int]] = {}
+    for i, s in enumerate(spans):
+        kind = s.kind
+        if kind == "tool_call" and s.observed:
+            open_calls.setdefault(s.meta["tool_call_id"], []).append(i)
+        elif kind == "tool_result" and s.observed:
+            waiting = open_calls.get(s.meta["tool_call_id"])
+            if waiting:
+                answer_of[waiting.pop()] = i
+                answered.add(i)
+
+    out: list[Entry] = []
+    append = out.append
+    group: list[int] = []  # the current run of calls, by index
+    SPAN = Shown.SPAN
+
+    def close_group() -> None:
+        if len(group) == 1 and group[0] in answer_of:
+            append(Entry(SPAN, spans[answer_of[group[0]]]))
+        else:
+            for r in sorted(answer_of[k] for k in group if k in answer_of):
+                append(Entry(SPAN, spans[r]))
+            for k in group:
+                if k not in answer_of:
+                    append(Entry(Shown.MISSING_RESULT, spans[k], half_text(spans[k])))
+        group.clear()
+
+    for i, s in enumerate(spans):
+        kind = s.kind
+        if kind == "message":  # the common case first: observed messages
+            if group:
+                close_group()
+            append(Entry(SPAN if s.observed else Shown.DERIVED, s))
+            continue
+        if not s.observed:
+            if group:
+                close_group()
+            append(Entry(Shown.DERIVED, s))
+        elif kind == "tool_call":
+            if group and same_turn is not None and not same_turn(spans[group[-1]], s):
+                close_group()
+            if i not in answer_of and can_placeholder is not None and not can_placeholder(s):
+                if group:
+                    close_group()
+                append(Entry(Shown.LONE_CALL, s, half_text(s)))
+                continue
+            group.append(i)
+            append(Entry(SPAN, s))
+        else:
+            if group:
+                close_group()
+            if kind == "tool_result" and i in answered:
+                continue  # shown right after its calls
+            if kind == "tool_result":
+                append(Entry(Shown.LONE_RESULT, s, half_text(s)))
+            else:
+                append(Entry(SPAN, s))
+    ends_in_call = bool(group)
+    if group:
+        close_group()
+    open_ids = {cid for cid, waiting in open_calls.items() if waiting}
+    return _Pairs(out, open_ids, ends_in_call)
+
+
+class LiveView:
+    """The live buffer of one session as entries that keep every tool pair valid.
+
+    A run of consecutive tool calls (cut where ``same_turn(prev, span)`` says another assistant turn
+    starts) is followed at once by its live results, in their recorded order, then by a placeholder
+    result for each call whose result is not live (when ``can_placeholder(call)`` is False the call is
+    shown as a plain message instead). A result pairs with the nearest earlier live, unanswered call
+    of its id; a result without one is a plain message, in its place. In a log where results follow
+    their calls directly (every framework's own history) nothing moves.
+
+    The entries are kept between calls: when only observations were appended since (the common case:
+    a framework adds a turn, then reads the history back), only the new spans are paired, unless one
+    of them answers an older call or continues a run of calls. ``payload(entry)`` (optional) is
+    computed once per entry and kept beside it."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        same_turn: Callable[[Span, Span], bool] | None = None,
+        can_placeholder: Callable[[Span], bool] | None = None,
+        payload: Callable[[Entry], Any] | None = None,
+    ):
+        self.session = session
+        self.same_turn = same_turn
+        self.can_placeholder = can_placeholder
+        self.payload = payload
+        self._key: tuple | None = None
+        self._pairs = _Pairs([], set(), False)
+        self._payloads: list[Any] = []
+        self._texts: dict[tuple, str] = {}
+        self._derived_live = 0
+
+    def entries(self) -> tuple[list[Entry], list[Any]]:
+        """The entries and their payloads (do not modify the lists)."""
+        session = self.session
+        st = session.state
+        key = (st.session_id, st.version, st.n_obs, st.n_der, len(st.live))
+        old = self._key
+        if key == old:
+            return self._pairs.entries, self._payloads
+        grown = key[2] - old[2] if old is not None and old[0] == key[0] and old[3] == key[3] else -1
+        if grown > 0 and key[1] - old[1] == grown and key[4] - old[4] == grown and self._append(old[2], key[2]):
+            self._key = key
+            return self._pairs.entries, self._payloads
+        spans = session.spans()
+        self._derived_live = sum(1 for s in spans if not s.observed)
+        self._pairs = _pair(spans, self._half_text, self.same_turn, self.can_placeholder)
+        self._payloads = [self.payload(e) for e in self._pairs.entries] if self.payload else []
+        self._key = key
+        return self._pairs.entries, self._payloads
+
+    def _append(self, first_old: int, last_new: int) -> bool:
+        """Pair only the observations after ``o{first_old}`` when they cannot change older entries."""
+        live = self.session.state.live
+        new = [live[f"o{n}"] for n in range(first_old + 1, last_new + 1)]
+        pairs = self._pairs
+        if pairs.ends_in_call and new[0].kind == "tool_call":
+            return False
+        if pairs.open_ids and any(s.kind == "tool_result" and s.meta["tool_call_id"] in pairs.open_ids for s in new):
+            return False
+        tail = _pair(new, self._half_text, self.same_turn, self.can_placeholder)
+        if self.payload:
+            self._payloads = self._payloads + [self.payload(e) for e in tail.entries]
+        self._pairs = _Pairs(pairs.entries + tail.entries, pairs.open_ids | tail.open_ids, tail.ends_in_call)
+        return True
+
+    def _half_text(self, span: Span) -> str:
+        """``render``'s text for a half-live pair: for a call the placeholder of its result, for a
+        result the plain message naming its missing call. Kept per span and per state of the derived
+        spans (what the text can name), since finding the partner reads the log near the span."""
+        st = self.session.state
+        key = (span.id, span.position, st.n_der, self._derived_live)
+        text = self._texts.get(key)
+        if text is None:
+            text = render([span], format="openai", reader=self.session)[-1]["content"]
+            if len(self._texts) > 4096:
+                self._texts.clear()
+            self._texts[key] = text
+        return text
 
 
 def live_view(
@@ -98,66 +247,9 @@ def live_view(
     *,
     same_turn: Callable[[Span, Span], bool] | None = None,
     can_placeholder: Callable[[Span], bool] | None = None,
-    spans: Sequence[Span] | None = None,
 ) -> list[Entry]:
-    """The live buffer in order, as entries that keep every tool pair valid.
-
-    A run of consecutive tool calls (cut where ``same_turn(prev, span)`` says another assistant turn
-    starts) is followed at once by its live results, in their recorded order, then by a placeholder
-    result for each call whose result is not live (when ``can_placeholder(call)`` is False the call is
-    shown as a plain message instead). A result pairs with the nearest earlier live, unanswered call
-    of its id; a result without one is a plain message, in its place. In a log where results follow
-    their calls directly (every framework's own history) nothing moves."""
-    spans = session.spans() if spans is None else list(spans)
-    answer_of: dict[int, int] = {}  # call index -> result index
-    answered: set[int] = set()
-    open_calls: dict[str, list[int]] = {}
-    derived_live = 0
-    for i, s in enumerate(spans):
-        if not s.observed:
-            derived_live += 1
-            continue
-        kind = s.kind
-        if kind == "tool_call":
-            open_calls.setdefault(s.meta["tool_call_id"], []).append(i)
-        elif kind == "tool_result":
-            waiting = open_calls.get(s.meta["tool_call_id"])
-            if waiting:
-                answer_of[waiting.pop()] = i
-                answered.add(i)
-
-    out: list[Entry] = []
-    group: list[int] = []  # the current run of calls, by index
-
-    def close_group() -> None:
-        results = sorted(answer_of[k] for k in group if k in answer_of)
-        out.extend(Entry(Shown.SPAN, spans[r]) for r in results)
-        for k in group:
-            if k not in answer_of:
-                call = spans[k]
-                out.append(Entry(Shown.MISSING_RESULT, call, _half_pair_text(session, call, derived_live)))
-        group.clear()
-
-    for i, s in enumerate(spans):
-        is_call = s.observed and s.kind == "tool_call"
-        if group and (not is_call or (same_turn is not None and not same_turn(spans[group[-1]], s))):
-            close_group()
-        if not s.observed:
-            out.append(Entry(Shown.DERIVED, s))
-        elif is_call:
-            if i not in answer_of and can_placeholder is not None and not can_placeholder(s):
-                out.append(Entry(Shown.LONE_CALL, s, _half_pair_text(session, s, derived_live)))
-                continue
-            group.append(i)
-            out.append(Entry(Shown.SPAN, s))
-        elif s.kind == "tool_result":
-            if i not in answered:
-                out.append(Entry(Shown.LONE_RESULT, s, _half_pair_text(session, s, derived_live)))
-            # an answered result was shown right after its calls
-        else:
-            out.append(Entry(Shown.SPAN, s))
-    close_group()
-    return out
+    """The live buffer as entries (see ``LiveView``), computed afresh."""
+    return LiveView(session, same_turn=same_turn, can_placeholder=can_placeholder).entries()[0]
 
 
 def fits_meta(meta: dict[str, Any]) -> bool:

@@ -25,11 +25,11 @@ from engine.errors import ConcurrencyError, InvalidInputError
 from engine.events import Observed
 from engine.integrations._live_view import (
     Entry,
+    LiveView,
     Observation,
     Shown,
     check_observations,
     fits_meta,
-    live_view,
     open_session,
     require,
     to_json_text,
@@ -214,9 +214,19 @@ def _calls_message(spans: list[Span]) -> BaseMessage:
     return AIMessage(content="", tool_calls=calls)
 
 
-def to_messages(session: Session) -> list[BaseMessage]:
+def _same_message(a: Span, b: Span) -> bool:
+    return a.meta.get(KEY) == b.meta.get(KEY)
+
+
+def _view(session: Session) -> LiveView:
+    return LiveView(session, same_turn=_same_message)
+
+
+def to_messages(session: Session | LiveView) -> list[BaseMessage]:
     """The live buffer of ``session`` as LangChain messages: originals as they were recorded, derived
-    spans as marked messages, every AI tool call answered (a placeholder names the pruned result)."""
+    spans as marked messages, every AI tool call answered (a placeholder names the pruned result).
+    Fresh message objects on every call."""
+    view = session if isinstance(session, LiveView) else _view(session)
     out: list[BaseMessage] = []
     run: list[Span] = []
 
@@ -225,7 +235,7 @@ def to_messages(session: Session) -> list[BaseMessage]:
             out.append(_calls_message(run))
             run.clear()
 
-    for e in live_view(session, same_turn=lambda a, b: a.meta.get(KEY) == b.meta.get(KEY)):
+    for e in view.entries()[0]:
         s = e.span
         if e.shown is Shown.SPAN and s.kind == "tool_call":
             if run and run[-1].meta.get(KEY) != s.meta.get(KEY):
@@ -299,6 +309,7 @@ class LedgerMiddleware(AgentMiddleware):
             raise InvalidInputError(f"compactor must be a Compactor, not {type(compactor).__name__}")
         self.ledger = ledger
         self.ledger_session = _session(ledger, session)
+        self._view = _view(self.ledger_session)
         self.compactor = compactor
         self.last_compaction: StepResult | None = None
         self._recorded: set[str] | None = None
@@ -326,7 +337,7 @@ class LedgerMiddleware(AgentMiddleware):
         self.record(messages)
         if self.compactor is not None:
             self.last_compaction = self.compactor.step(self.ledger_session)
-        return to_messages(self.ledger_session)
+        return to_messages(self._view)
 
     def wrap_model_call(self, request: Any, handler: Any) -> Any:
         return handler(request.override(messages=self.model_view(request.messages)))
@@ -354,10 +365,11 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
     def __init__(self, ledger: Ledger, session_name: Session | str):
         self.ledger = ledger
         self.ledger_session = _session(ledger, session_name)
+        self._view = _view(self.ledger_session)
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        return to_messages(self.ledger_session)
+        return to_messages(self._view)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         _write(self.ledger_session, _observations(list(messages) if isinstance(messages, tuple) else messages))

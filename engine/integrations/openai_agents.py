@@ -25,11 +25,11 @@ from engine.session import Session
 from engine.spans import Span
 from engine.integrations._live_view import (
     Entry,
+    LiveView,
     Observation,
     Shown,
     check_observations,
     fits_meta,
-    live_view,
     open_session,
     require,
     to_json_text,
@@ -279,6 +279,7 @@ class LedgerSession:
         self.session_settings = session_settings
         self.last_compaction: StepResult | None = None
         self._bytes: dict[str, tuple[int, bytes]] = {}  # span id -> (its position, its item's JSON)
+        self._view = LiveView(self.ledger_session, can_placeholder=_can_placeholder, payload=self._item_bytes)
 
     def __repr__(self) -> str:
         return f"<LedgerSession {self.session_id!r} on {self.ledger!r}>"
@@ -331,10 +332,10 @@ class LedgerSession:
         """``get_items`` without the event loop."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise InvalidInputError(f"limit must be a non-negative int or None; got {limit!r}")
-        entries = live_view(self.ledger_session, can_placeholder=_can_placeholder)
+        entries, parts = self._view.entries()
         if limit is not None:
-            entries = entries[len(entries) - limit :] if limit else []
-        return self._decode([self._item_bytes(e) for e in entries], entries if self.render_ids else None)
+            entries, parts = (entries[len(entries) - limit :], parts[len(parts) - limit :]) if limit else ([], [])
+        return self._decode(parts, entries if self.render_ids else None)
 
     def observe_items(self, items: list[dict[str, Any]]) -> list[Span]:
         """``add_items`` without the event loop; returns the new spans."""
