@@ -69,6 +69,7 @@ class ProxyConfig(msgspec.Struct, kw_only=True):
     keep_last_turns: int = 8
     permissive: bool = False
     timeout: float = 600.0  # seconds the upstream may take between bytes
+    store_wait: float = 2.0  # seconds a call waits for the store before it goes on without it
     connect_timeout: float = 10.0
 
 
@@ -95,12 +96,12 @@ def _compactor_factory(config: ProxyConfig, api: str, model: Any, headers: dict[
         from engine.rewriters import AnthropicRewriter, OpenAIRewriter
 
         name = model if isinstance(model, str) and model else "default"
+        auth = headers.get("authorization", "")
+        key = headers.get("x-api-key") or (auth[7:] if auth.lower().startswith("bearer ") else None) or "none"
         if api == "openai":
-            auth = headers.get("authorization", "")
-            key = auth[7:] if auth.lower().startswith("bearer ") else None
-            rewriter = OpenAIRewriter(name, base_url=config.upstream.rstrip("/") + "/v1", api_key=key or "none", max_retries=0)
+            rewriter = OpenAIRewriter(name, base_url=config.upstream.rstrip("/") + "/v1", api_key=key, max_retries=0)
         else:
-            rewriter = AnthropicRewriter(name, base_url=config.upstream.rstrip("/"), api_key=headers.get("x-api-key") or "none", max_retries=0)
+            rewriter = AnthropicRewriter(name, base_url=config.upstream.rstrip("/"), api_key=key, max_retries=0)
         return policy(
             config.compact or "guarded", budget=config.budget, keep_last_turns=config.keep_last_turns,
             rewriter=rewriter, gate=True,
@@ -182,16 +183,16 @@ class _Proxy:
             meta["stream"] = True
         system = parsed.system if api == "anthropic" else None
         started = time.perf_counter()
-        recorded = asyncio.ensure_future(self.store.run(self.store.record_request, name, api, parsed.messages, system, meta))
+        recorded = self._submit(self.store.record_request, name, api, parsed.messages, system, meta)
         upstream_body = body
         if self.config.compact:
-            await recorded
-            headers = dict(request.headers)
-            rendered = await self.store.run(
-                self.store.compact_and_render, name, api, _compactor_factory(self.config, api, parsed.model, headers)
-            )
-            if rendered is not None:
-                upstream_body = _with_buffer(body, api, rendered)
+            await self._settle(recorded, "recording a request")
+            factory = _compactor_factory(self.config, api, parsed.model, dict(request.headers))
+            rendering = self._submit(self.store.compact_and_render, name, api, factory)
+            if await self._settle(rendering, "compacting"):
+                rendered = rendering.result()
+                if rendered is not None:
+                    upstream_body = _with_buffer(body, api, rendered)
         try:
             resp = await self._send(request, upstream_body, stream=True)
         except httpx.TimeoutException as e:
@@ -200,7 +201,7 @@ class _Proxy:
         except httpx.HTTPError as e:
             return await self._failed(recorded, name, 502, "upstream_unreachable",
                                       f"upstream {self.config.upstream} is unreachable: {type(e).__name__}: {e}")
-        await recorded  # the request is in the ledger before the client sees any of the reply
+        await self._settle(recorded, "recording a request")  # in the ledger before the client sees a reply
         reply_meta = {"status": resp.status_code}
         if resp.status_code >= 400:
             try:
@@ -210,11 +211,11 @@ class _Proxy:
                 return await self._failed(None, name, 502, "upstream_failed", f"reading the upstream's error failed: {e}")
             await resp.aclose()
             self.health.count("upstream_errors")
-            await self.store.run(
+            await self._settle(self._submit(
                 self.store.record_outcome, name, _OUTCOME_LABEL,
                 f"{request.method} {request.url.path} -> HTTP {resp.status_code} from the upstream: "
                 f"{content[:500].decode('utf-8', 'replace')}",
-            )
+            ), "recording an outcome")
             return Response(content, status_code=resp.status_code, headers=_back_headers(resp))
         if "text/event-stream" in resp.headers.get("content-type", ""):
             return StreamingResponse(
@@ -236,12 +237,32 @@ class _Proxy:
         except ValueError:
             reply = None
         if isinstance(reply, dict):
-            await self.store.run(self.store.record_reply, name, api, reply, reply_meta)
+            await self._settle(self._submit(self.store.record_reply, name, api, reply, reply_meta), "recording a reply")
         else:
             self.health.count("unrecordable")
         return Response(content, status_code=resp.status_code, headers=_back_headers(resp))
 
     # -- pieces ---------------------------------------------------------------------------------
+
+    def _submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+        """Queue a store operation on the store thread (in order) without waiting for it."""
+        return asyncio.wrap_future(self.store.submit(fn, *args))
+
+    def _track(self, future: asyncio.Future) -> None:
+        self.pending.add(future)
+        future.add_done_callback(self.pending.discard)
+
+    async def _settle(self, future: asyncio.Future, what: str) -> bool:
+        """Wait for a store operation, but never longer than ``store_wait``: a slow store must not
+        hold the agent's call. The operation still completes (or fails loudly) in the background."""
+        done, _ = await asyncio.wait({future}, timeout=self.config.store_wait)
+        if done:
+            return True
+        self.health.store_slow(what)
+        log.error("ctxledger proxy: STORE SLOW: %s took over %.1f s; the call goes on, the write completes later",
+                  what, self.config.store_wait)
+        self._track(future)
+        return False
 
     def _session_for(self, request: Request, parsed: _ChatBody, api: str) -> str:
         named = header_session(request.headers.get(SESSION_HEADER))
@@ -292,10 +313,11 @@ class _Proxy:
 
     async def _failed(self, recorded: asyncio.Future | None, name: str, status: int, kind: str, message: str) -> Response:
         if recorded is not None:
-            await recorded
+            await self._settle(recorded, "recording a request")
         self.health.count("upstream_errors")
         log.warning("ctxledger proxy: %s (session %r)", message, name)
-        await self.store.run(self.store.record_outcome, name, _OUTCOME_LABEL, f"HTTP {status}: {message}")
+        await self._settle(self._submit(self.store.record_outcome, name, _OUTCOME_LABEL, f"HTTP {status}: {message}"),
+                           "recording an outcome")
         return _error(status, kind, message)
 
     async def _relay(self, resp: httpx.Response, name: str, api: str, meta: dict[str, Any], started: float) -> AsyncIterator[bytes]:
@@ -322,7 +344,7 @@ class _Proxy:
             meta["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
             if not assembler.done:
                 meta["partial"] = True
-            await self.store.run(self.store.record_reply, name, api, assembler.reply(), meta)
+            await self._settle(self._submit(self.store.record_reply, name, api, assembler.reply(), meta), "recording a reply")
             finished = True
             tail = b"".join(held)
             if tail:
@@ -333,12 +355,8 @@ class _Proxy:
                 meta["partial"] = True
                 meta["client_disconnected"] = True
                 meta["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
-                future = asyncio.wrap_future(self.store.submit(self.store.record_reply, name, api, assembler.reply(), meta))
-                self.pending.add(future)
-                future.add_done_callback(self.pending.discard)
-            task = asyncio.ensure_future(resp.aclose())
-            self.pending.add(task)
-            task.add_done_callback(self.pending.discard)
+                self._track(self._submit(self.store.record_reply, name, api, assembler.reply(), meta))
+            self._track(asyncio.ensure_future(resp.aclose()))
 
 
 def _with_buffer(body: bytes, api: str, rendered: Any) -> bytes:

@@ -42,11 +42,13 @@ class Health:
             "unrecordable": 0,  # chat requests whose messages were malformed (forwarded)
             "upstream_errors": 0,
             "store_errors": 0,
+            "store_slow": 0,  # store operations the call stopped waiting for (they finish later)
             "conflict_retries": 0,
             "compactions": 0,
         }
         self.last_store_error: dict[str, Any] | None = None
         self.store_failing = False
+        self.store_lagging = False
         self.started = time.time()
 
     def count(self, key: str, n: int = 1) -> None:
@@ -62,11 +64,19 @@ class Health:
 
     def store_ok(self) -> None:
         self.store_failing = False
+        self.store_lagging = False
+
+    def store_slow(self, what: str) -> None:
+        with self.lock:
+            self.counts["store_slow"] += 1
+            self.store_lagging = True
 
     def report(self) -> dict[str, Any]:
         with self.lock:
             return {
-                "status": "degraded" if self.store_failing else "ok",
+                "status": "degraded" if self.store_failing or self.store_lagging else "ok",
+                "store_failing": self.store_failing,
+                "store_lagging": self.store_lagging,
                 "uptime_s": round(time.time() - self.started, 1),
                 "counts": dict(self.counts),
                 "last_store_error": self.last_store_error,
@@ -84,6 +94,7 @@ class StoreWorker:
         self.ledger: Any = None
         self._recorders: dict[str, MessageRecorder] = {}
         self._owners: OrderedDict[str, str] = OrderedDict()  # reply message hash -> session name
+        self._unrecordable: set[str] = set()  # sessions whose last request had malformed messages
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxledger-store")
 
     # -- running on the store thread ----------------------------------------------------------
@@ -125,7 +136,8 @@ class StoreWorker:
         return rec
 
     def _guard(self, what: str, name: str, fn: Callable[[MessageRecorder], T]) -> T | None:
-        """Run ``fn`` on the session's recorder; retry on conflicts; never raise."""
+        """Run ``fn`` on the session's recorder; retry on conflicts; never raise (but malformed
+        messages, ``ImportFormatError``, which the caller handles)."""
         for _ in range(CONFLICT_RETRIES):
             try:
                 result = fn(self.recorder(name))
@@ -135,7 +147,7 @@ class StoreWorker:
             except ImportFormatError as e:
                 self.health.count("unrecordable")
                 log.warning("ctxledger proxy: %s for session %r not recorded: %s", what, name, e)
-                return None
+                raise
             except Exception as e:
                 self.health.store_error(what, name, e)
                 log.error("ctxledger proxy: STORE ERROR while %s for session %r; the call was forwarded "
@@ -151,16 +163,28 @@ class StoreWorker:
     # -- the operations the app asks for ------------------------------------------------------
 
     def record_request(self, name: str, api: str, messages: list[Any], system: Any, meta: dict[str, Any]) -> RequestRecord | None:
-        rec = self._guard(
-            "recording a request", name,
-            lambda r: r.record_request(messages, api=api, system=system, meta=meta),
-        )
+        self._unrecordable.discard(name)
+        try:
+            rec = self._guard(
+                "recording a request", name,
+                lambda r: r.record_request(messages, api=api, system=system, meta=meta),
+            )
+        except ImportFormatError:
+            self._unrecordable.add(name)  # its reply answers messages the ledger does not have
+            return None
         if rec is not None:
             self.health.count("recorded_requests")
         return rec
 
     def record_reply(self, name: str, api: str, reply: dict[str, Any], meta: dict[str, Any]) -> RequestRecord | None:
-        rec = self._guard("recording a reply", name, lambda r: r.record_reply(reply, api=api, meta=meta))
+        if name in self._unrecordable:
+            self._unrecordable.discard(name)
+            self.health.count("unrecordable")
+            return None
+        try:
+            rec = self._guard("recording a reply", name, lambda r: r.record_reply(reply, api=api, meta=meta))
+        except ImportFormatError:
+            return None
         if rec is not None:
             self.health.count("partial_replies" if meta.get("partial") else "recorded_replies")
             try:
