@@ -8,6 +8,7 @@ from engine.cli import forensics  # noqa: F401  (registers: audit, blame, lineag
 
 __all__ = ["main"]
 from engine.cli import demo  # noqa: F401  (registers: demo, report)
+from engine.cli import serve  # noqa: F401  (registers: serve)
 from engine.cli import proxy  # noqa: F401  (registers: proxy)
 from engine.cli import transcripts  # noqa: F401  (registers: watch)
 from engine.cli import mcp  # noqa: F401  (registers: mcp)

@@ -1,0 +1,369 @@
+"""``ctxledger serve``: a read-only web app for replaying sessions, on Starlette.
+
+``create_app(ledger)`` returns the ASGI app. Routes (the first four are the documented contract):
+
+    GET /                               the sessions page
+    GET /s/<session>?at=<n>             the session page at position n (default: the head)
+    GET /api/s/<session>/at/<n>         the buffer at n as JSON
+    GET /api/s/<session>/audit          the audit as JSON
+    GET /api/sessions                   the sessions as JSON
+    GET /api/s/<session>/curve          live tokens over the log, with markers (JSON)
+    GET /api/s/<session>/seek?from=n&dir=1|-1   the end of the next / previous compaction
+    GET /api/s/<session>/span/<id>?at=n the span panel's data (JSON)
+    GET /api/s/<session>/blame?q=..&at=n        blame (JSON)
+    GET /s/<session>/state|span/<id>|blame|diff  the HTML fragments the page's script swaps in
+
+Unknown sessions, spans and positions are 404 with the ledger's own message; other bad input 400;
+a store that cannot be read 503. Nothing here writes to the log. Each request opens the session's
+head (a snapshot read) and, for a position, ``s.at(n)``: no request reads the whole log except
+the curve (once per session head, cached), blame, lineage, diff and audit, which are whole-log
+folds by nature and run only when asked for.
+
+Access: with ``token`` set, every request must carry it (``?token=``, which also sets an HttpOnly
+cookie for the page's own requests, a ``ctxledger_token`` cookie, or ``Authorization: Bearer``).
+Without a token only loopback Host headers are answered (a web page elsewhere cannot reach the
+app through DNS rebinding).
+"""
+
+from __future__ import annotations
+
+import hmac
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+
+import msgspec
+
+try:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, Response
+    from starlette.routing import Route
+except ImportError:  # pragma: no cover - exercised only without the extra
+    raise ImportError("ctxledger serve needs Starlette and uvicorn: pip install 'ctxledger[serve]'") from None
+
+from engine.errors import (
+    InvalidInputError,
+    LedgerError,
+    PositionOutOfRangeError,
+    SpanError,
+    StorageError,
+    UnknownSessionError,
+)
+from engine.viewer import data, pages
+from engine.viewer.assets import CSS, JS
+from engine.viewer.cache import CurveCache
+
+if TYPE_CHECKING:
+    from engine.ledger import Ledger
+
+__all__ = ["create_app", "LOOPBACK_HOSTS", "TOKEN_COOKIE"]
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+TOKEN_COOKIE = "ctxledger_token"
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+    "cache-control": "no-store",
+}
+
+
+def _status(e: LedgerError) -> int:
+    if isinstance(e, (UnknownSessionError, PositionOutOfRangeError, SpanError)):
+        return 404
+    if isinstance(e, StorageError):
+        return 503
+    return 400
+
+
+class _Viewer:
+    """The routes' shared state: the ledger, the curve cache and the fleet view's rows."""
+
+    def __init__(self, ledger: Ledger, *, fleet: bool):
+        self.ledger = ledger
+        self.curves = CurveCache()
+        self.fleet_enabled = fleet
+        self.fleet_rows: dict[str, Any] | None = None
+        self.fleet_note = "drift findings: the fleet view is off (--no-fleet); showing violations recorded in the log."
+        self._fleet_thread: threading.Thread | None = None
+        self._fleet_lock = threading.Lock()
+        if fleet:
+            self.fleet_note = "drift findings: the fleet view is catching up…"
+            self.refresh_fleet()
+
+    # -- the fleet view, caught up in the background (never on a request's time) -------------------
+
+    def refresh_fleet(self) -> None:
+        with self._fleet_lock:
+            if not self.fleet_enabled or (self._fleet_thread is not None and self._fleet_thread.is_alive()):
+                return
+            self._fleet_thread = threading.Thread(target=self._catch_up, name="ctxledger-fleet", daemon=True)
+            self._fleet_thread.start()
+
+    def _catch_up(self) -> None:
+        from engine.fleet import Fleet
+
+        try:
+            with Fleet(self.ledger) as fleet:
+                fleet.catch_up()
+                self.fleet_rows = {r.name: r for r in fleet.rows()}
+            self.fleet_note = "drift findings: from the fleet view (audited when a session's summaries change)."
+        except LedgerError as e:
+            self.fleet_enabled = False
+            self.fleet_note = f"drift findings: no fleet view ({e.message}); showing violations recorded in the log."
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def session(self, name: str):
+        return self.ledger.session(name)
+
+    def position(self, s: Any, raw: str | None) -> int:
+        if raw is None or raw == "":
+            return s.position
+        return s.resolve_position(raw)
+
+
+def _query(request: Request, key: str) -> str | None:
+    return request.query_params.get(key)
+
+
+def _html(handler: Callable[[_Viewer, Request], str]) -> Callable:
+    def endpoint(request: Request) -> Response:
+        v: _Viewer = request.app.state.viewer
+        try:
+            return HTMLResponse(handler(v, request))
+        except LedgerError as e:
+            status = _status(e)
+            return HTMLResponse(pages.error_page(status, e.message), status_code=status)
+
+    return endpoint
+
+
+def _json(handler: Callable[[_Viewer, Request], Any]) -> Callable:
+    def endpoint(request: Request) -> Response:
+        v: _Viewer = request.app.state.viewer
+        try:
+            body = msgspec.json.encode(handler(v, request), enc_hook=str)
+        except LedgerError as e:
+            status = _status(e)
+            body = msgspec.json.encode({"error": e.message, "type": type(e).__name__, "status": status})
+            return Response(body, status_code=status, media_type="application/json")
+        return Response(body, media_type="application/json")
+
+    return endpoint
+
+
+# -- pages -----------------------------------------------------------------------------------------
+
+
+def sessions_page(v: _Viewer, request: Request) -> str:
+    v.refresh_fleet()
+    return pages.sessions_page(data.session_rows(v.ledger, v.fleet_rows), fleet_note=v.fleet_note)
+
+
+def session_page(v: _Viewer, request: Request) -> str:
+    s = v.session(request.path_params["name"])
+    n = v.position(s, _query(request, "at"))
+    view = s.at(n)
+    state = pages.state_fragment(data.buffer_json(view, s.position))
+    return pages.session_page(s.name, n, s.position, state, {k: p for k, p in s.marks().items()})
+
+
+def state_fragment(v: _Viewer, request: Request) -> str:
+    s = v.session(request.path_params["name"])
+    view = s.at(v.position(s, _query(request, "at")))
+    return pages.state_fragment(data.buffer_json(view, s.position))
+
+
+def _span_detail(v: _Viewer, request: Request) -> dict[str, Any]:
+    s = v.session(request.path_params["name"])
+    n = v.position(s, _query(request, "at"))
+    return data.span_detail(s, n, request.path_params["span_id"])
+
+
+def span_fragment(v: _Viewer, request: Request) -> str:
+    return pages.span_fragment(_span_detail(v, request))
+
+
+def _blame(v: _Viewer, request: Request) -> tuple[str, list[Any]]:
+    s = v.session(request.path_params["name"])
+    n = v.position(s, _query(request, "at"))
+    q = _query(request, "q") or ""
+    if len(q) > 500:
+        raise InvalidInputError("blame text is longer than 500 characters")
+    return q, s.blame(q, at=n)
+
+
+def blame_fragment(v: _Viewer, request: Request) -> str:
+    q, hits = _blame(v, request)
+    return pages.blame_fragment(q, hits)
+
+
+def diff_fragment(v: _Viewer, request: Request) -> str:
+    s = v.session(request.path_params["name"])
+    a = v.position(s, _query(request, "a") or "1")
+    b = v.position(s, _query(request, "b"))
+    return pages.diff_fragment(s.diff(a, b))
+
+
+# -- JSON --------------------------------------------------------------------------------------------
+
+
+def api_sessions(v: _Viewer, request: Request) -> Any:
+    return {"sessions": data.session_rows(v.ledger, v.fleet_rows)}
+
+
+def api_at(v: _Viewer, request: Request) -> Any:
+    s = v.session(request.path_params["name"])
+    raw = request.path_params["n"]
+    if not raw.lstrip("-").isdigit():
+        raise PositionOutOfRangeError(f"position must be a number; got {raw!r}")
+    n = s.resolve_position(raw)
+    return data.buffer_json(s.at(n), s.position)
+
+
+def api_audit(v: _Viewer, request: Request) -> Any:
+    s = v.session(request.path_params["name"])
+    return msgspec.to_builtins(s.audit(at=v.position(s, _query(request, "at"))), enc_hook=str)
+
+
+def api_curve(v: _Viewer, request: Request) -> Any:
+    s = v.session(request.path_params["name"])
+    return v.curves.get((s.id, s.position), lambda: data.curve(s))
+
+
+def api_seek(v: _Viewer, request: Request) -> Any:
+    s = v.session(request.path_params["name"])
+    n = v.position(s, _query(request, "from"))
+    direction = _query(request, "dir") or "1"
+    if direction not in ("1", "-1"):
+        raise InvalidInputError(f"dir must be 1 or -1; got {direction!r}")
+    found = data.seek_compaction(s, n, int(direction))
+    word = "next" if direction == "1" else "previous"
+    return {
+        "from": n,
+        "position": found,
+        "message": "" if found else f"no {word} compaction within {data.SEEK_LIMIT:,} events of position {n:,}",
+    }
+
+
+def api_span(v: _Viewer, request: Request) -> Any:
+    return _span_detail(v, request)
+
+
+def api_blame(v: _Viewer, request: Request) -> Any:
+    q, hits = _blame(v, request)
+    return {"query": q, "hits": msgspec.to_builtins(hits, enc_hook=str)}
+
+
+def _static(body: str, media_type: str) -> Callable:
+    def endpoint(request: Request) -> Response:
+        return Response(body, media_type=media_type, headers={"cache-control": "no-cache"})
+
+    return endpoint
+
+
+# -- access ------------------------------------------------------------------------------------------
+
+
+class _Guard:
+    """Every request: the token when one is set, else a loopback Host header; and the security
+    headers on every response."""
+
+    def __init__(self, app: Any, token: str | None):
+        self.app = app
+        self.token = token.encode() if token else None
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        set_cookie = False
+        if self.token is not None:
+            offered = _offered_token(scope, headers)
+            if offered is None or not hmac.compare_digest(offered.encode(), self.token):
+                return await _deny(send, 401, "a valid token is required: open the URL that `ctxledger serve` printed "
+                                   "(it ends in ?token=...)")
+            set_cookie = "token" in parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        else:
+            host = headers.get("host", "")
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if name.lower() not in LOOPBACK_HOSTS:
+                return await _deny(send, 403, f"this viewer answers loopback hosts only (got Host {host!r}); "
+                                   "serve with --host and --token to share it")
+        token = self.token
+
+        async def send_with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                extra = [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()
+                         if not any(h[0].lower() == k.encode() for h in message.get("headers", []))]
+                if set_cookie and token is not None:
+                    extra.append((b"set-cookie", TOKEN_COOKIE.encode() + b"=" + token + b"; HttpOnly; SameSite=Strict; Path=/"))
+                message = {**message, "headers": list(message.get("headers", [])) + extra}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _offered_token(scope: dict, headers: dict[str, str]) -> str | None:
+    auth = headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    if "token" in query:
+        return query["token"][0]
+    for part in headers.get("cookie", "").split(";"):
+        k, _, val = part.strip().partition("=")
+        if k == TOKEN_COOKIE:
+            return val
+    return None
+
+
+async def _deny(send: Any, status: int, message: str) -> None:
+    body = pages.error_page(status, message).encode()
+    headers = [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+# -- the app -----------------------------------------------------------------------------------------
+
+
+def create_app(ledger: Ledger, *, token: str | None = None, fleet: bool = True) -> Any:
+    """The viewer as an ASGI app over ``ledger`` (read-only). ``token``: required on every request
+    when set. ``fleet``: keep the store's fleet view caught up in the background for the sessions
+    page's drift column (it writes the fleet view's own tables, never the log)."""
+    routes = [
+        Route("/", _html(sessions_page)),
+        Route("/_static/viewer.css", _static(CSS, "text/css")),
+        Route("/_static/viewer.js", _static(JS, "text/javascript")),
+        Route("/api/sessions", _json(api_sessions)),
+        Route("/api/s/{name:path}/at/{n}", _json(api_at)),
+        Route("/api/s/{name:path}/audit", _json(api_audit)),
+        Route("/api/s/{name:path}/curve", _json(api_curve)),
+        Route("/api/s/{name:path}/seek", _json(api_seek)),
+        Route("/api/s/{name:path}/span/{span_id}", _json(api_span)),
+        Route("/api/s/{name:path}/blame", _json(api_blame)),
+        Route("/s/{name:path}/state", _html(state_fragment)),
+        Route("/s/{name:path}/span/{span_id}", _html(span_fragment)),
+        Route("/s/{name:path}/blame", _html(blame_fragment)),
+        Route("/s/{name:path}/diff", _html(diff_fragment)),
+        Route("/s/{name:path}", _html(session_page)),
+    ]
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        message = f"nothing at {request.url.path!r}: try / for the sessions, /s/<session> for one session"
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": message, "status": 404}, status_code=404)
+        return HTMLResponse(pages.error_page(404, message), status_code=404)
+
+    app = Starlette(routes=routes, exception_handlers={404: not_found})
+    app.state.viewer = _Viewer(ledger, fleet=fleet)
+    return _Guard(app, token)

@@ -1,0 +1,391 @@
+"""What the viewer shows, as plain data, read through the public session API only.
+
+Every function here answers one request without reading the whole log, except ``curve`` (one
+streaming pass, cached per session head by ``engine.viewer.cache``) and the forensics that are
+whole-log folds by nature (``blame``, ``lineage``), which run only when the user asks for them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from engine.events import (
+    Event,
+    Expanded,
+    Marked,
+    Observed,
+    Pruned,
+    Rederived,
+    Restored,
+    RewriteRefused,
+    Rewritten,
+    SessionStarted,
+)
+from engine.spans import Provenance, Span
+
+if TYPE_CHECKING:
+    from engine.ledger import Ledger
+    from engine.session import Session
+
+__all__ = [
+    "span_json",
+    "buffer_json",
+    "event_json",
+    "describe",
+    "curve",
+    "seek_compaction",
+    "span_detail",
+    "grounding_sentences",
+    "session_rows",
+    "COMPACTION_TYPES",
+    "MARKER_TYPES",
+]
+
+COMPACTION_TYPES = (Pruned, Rewritten, Rederived, RewriteRefused, Expanded)
+MARKER_TYPES = ("Pruned", "Rewritten", "Rederived", "RewriteRefused", "Restored", "Expanded")
+CURVE_BUCKETS = 1500  # chart samples: each bucket keeps its peak and its last point
+MAX_MARKERS = 4000  # prune markers are thinned beyond this; the rarer kinds are all kept
+SEEK_LIMIT = 50_000  # how far Shift+arrow looks for the next compaction before giving up
+PAGE = 512
+
+
+def _time(at: datetime | None) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S") if at is not None else ""
+
+
+def span_json(span: Span, *, text: bool = True) -> dict[str, Any]:
+    """A span as the JSON API shows it."""
+    out: dict[str, Any] = {
+        "id": span.id,
+        "role": span.role,
+        "kind": span.kind,
+        "provenance": str(span.provenance),
+        "generation": span.generation,
+        "tokens": span.tokens,
+        "sources": list(span.sources),
+        "position": span.position,
+        "meta": span.meta,
+    }
+    if text:
+        out["text"] = span.text
+    return out
+
+
+def buffer_json(view: Any, head: int) -> dict[str, Any]:
+    """The buffer at a position: ``GET /api/s/<session>/at/<n>``."""
+    spans = view.spans()
+    return {
+        "session": view.name,
+        "position": view.position,
+        "head": head,
+        "tokens": view.tokens,
+        "event": event_json(view.event(view.position)),
+        "spans": [span_json(s) for s in spans],
+    }
+
+
+def describe(ev: Event) -> str:
+    """One line saying what an event did (plain text; the page escapes it)."""
+    t = type(ev)
+    if t is SessionStarted:
+        return f"session {ev.name!r} started" + ("" if ev.strict else " (permissive)") + (
+            f", forked at position {ev.fork_position}" if ev.forked_from is not None else "")
+    if t is Observed:
+        return f"observed {ev.span_id} ({ev.role}/{ev.kind}, {ev.tokens:,} tokens)"
+    if t is Pruned:
+        return f"pruned {ev.span_id}"
+    if t is Rewritten:
+        flag = f" — VIOLATION: generation {ev.generation}" if ev.violation else ""
+        return f"rewrote {', '.join(ev.inputs)} into {ev.span_id} ({ev.tokens:,} tokens){flag}"
+    if t is Rederived:
+        return f"re-derived {ev.span_id} from its originals {', '.join(ev.sources)}"
+    if t is Restored:
+        return f"restored {ev.span_id}"
+    if t is Expanded:
+        return f"expanded {ev.span_id} into {', '.join(ev.restored)}"
+    if t is RewriteRefused:
+        return f"REFUSED {ev.command} of {', '.join(ev.inputs)}"
+    if t is Marked:
+        return f"mark {ev.label!r}"
+    return t.__name__
+
+
+def event_json(ev: Event) -> dict[str, Any]:
+    """The event that produced a position: type, what it did, who and why (text truncated)."""
+    out: dict[str, Any] = {
+        "position": ev.originator_version,
+        "type": type(ev).__name__,
+        "what": describe(ev),
+        "by": ev.by,
+        "reason": ev.reason,
+        "at": _time(ev.at),
+        "span_id": getattr(ev, "span_id", ""),
+    }
+    text = getattr(ev, "text", "")
+    if text:
+        out["text"] = text if len(text) <= 2000 else text[:2000] + "…"
+    if type(ev) is RewriteRefused and ev.findings:
+        out["findings"] = [f.get("message", "") for f in ev.findings][:10]
+    return out
+
+
+# -- the live-token curve ----------------------------------------------------------------------
+
+
+def _touched(ev: Event) -> tuple[str, ...]:
+    t = type(ev)
+    if t is Rewritten:
+        return (*ev.inputs, ev.span_id)
+    if t is Expanded:
+        return (ev.span_id, *ev.restored)
+    if t in (Observed, Pruned, Rederived, Restored):
+        return (ev.span_id,)
+    return ()
+
+
+def curve(session: Session, stop: int | None = None) -> dict[str, Any]:
+    """Live tokens (observed, derived) over the log, in at most ``CURVE_BUCKETS`` buckets (each
+    keeps its peak and its last point, so the saw-tooth survives), and markers for prunes,
+    rewrites, re-derivations, refusals, restores and expansions.
+
+    One pass over the log a page at a time, keeping only token counts per live span id: the
+    buffer's tokens are tracked from each event's own fields (and, for a restore or an expansion,
+    the original events read back by position), never by rebuilding spans."""
+    head = session.position if stop is None else stop
+    size = max(1, -(-head // CURVE_BUCKETS))
+    live: dict[str, tuple[int, bool]] = {}  # span id -> (tokens, derived)
+    obs = der = 0
+    points: list[list[int]] = []
+    markers: list[list[Any]] = []
+    prunes: list[list[Any]] = []
+    peak: list[int] | None = None
+    for ev in _paged(session, 1, head):
+        t = type(ev)
+        p = ev.originator_version
+        if t is Observed:
+            live[ev.span_id] = (ev.tokens, False)
+            obs += ev.tokens
+        elif t is Pruned:
+            gone = live.pop(ev.span_id, None)
+            if gone is not None:
+                if gone[1]:
+                    der -= gone[0]
+                else:
+                    obs -= gone[0]
+        elif t is Rewritten:
+            for i in ev.inputs:
+                gone = live.pop(i, None)
+                if gone is not None:
+                    if gone[1]:
+                        der -= gone[0]
+                    else:
+                        obs -= gone[0]
+            live[ev.span_id] = (ev.tokens, True)
+            der += ev.tokens
+        elif t is Rederived:
+            old = live.get(ev.span_id)
+            if old is not None:
+                der -= old[0]
+            live[ev.span_id] = (ev.tokens, True)
+            der += ev.tokens
+        elif t is Restored:
+            content = session.event(ev.content_position)
+            d = type(content) is not Observed
+            live[ev.span_id] = (content.tokens, d)
+            if d:
+                der += content.tokens
+            else:
+                obs += content.tokens
+        elif t is Expanded:
+            gone = live.pop(ev.span_id, None)
+            if gone is not None:
+                der -= gone[0]
+            for sid, pos in zip(ev.restored, ev.restored_positions):
+                tok = session.event(pos).tokens
+                live[sid] = (tok, False)
+                obs += tok
+        name = t.__name__
+        if name in MARKER_TYPES:
+            (prunes if t is Pruned else markers).append([p, name, getattr(ev, "span_id", "")])
+        point = [p, obs, der]
+        if peak is None or obs + der > peak[1] + peak[2]:
+            peak = point
+        if p % size == 0 or p == head:
+            if peak is not point:
+                points.append(peak)
+            points.append(point)
+            peak = None
+    if len(prunes) > MAX_MARKERS:
+        step = -(-len(prunes) // MAX_MARKERS)
+        prunes = prunes[::step]
+    markers = sorted(markers[:MAX_MARKERS] + prunes)
+    return {"session": session.name, "head": head, "bucket": size, "points": points, "markers": markers}
+
+
+def _paged(session: Session, start: int, stop: int) -> Iterator[Event]:
+    for lo in range(start, stop + 1, 4096):
+        yield from session.events(lo, min(stop, lo + 4095))
+
+
+# -- seeking ------------------------------------------------------------------------------------
+
+
+def seek_compaction(session: Session, position: int, direction: int) -> int | None:
+    """The position at the end of the next (``direction`` 1) or previous (-1) compaction: a run of
+    consecutive prunes, rewrites, re-derivations, refusals or expansions. From inside a run, the
+    next one is the end of this run; None when there is none within ``SEEK_LIMIT`` events."""
+    head = session.position
+    if direction > 0:
+        end: int | None = None
+        lo = position + 1
+        while lo <= min(head, position + SEEK_LIMIT):
+            hi = min(head, lo + PAGE - 1)
+            for ev in session.events(lo, hi):
+                if isinstance(ev, COMPACTION_TYPES):
+                    end = ev.originator_version
+                elif end is not None:
+                    return end
+            lo = hi + 1
+        return end
+    # backwards: the newest run end before ``position`` (a compaction event not followed by one)
+    following = position <= head and isinstance(session.event(position), COMPACTION_TYPES)
+    hi = position - 1
+    floor = max(1, position - SEEK_LIMIT)
+    while hi >= floor:
+        lo = max(floor, hi - PAGE + 1)
+        for ev in reversed(list(session.events(lo, hi))):
+            c = isinstance(ev, COMPACTION_TYPES)
+            if c and not following:
+                return ev.originator_version
+            following = c
+        hi = lo - 1
+    return None
+
+
+# -- a span, in depth -----------------------------------------------------------------------------
+
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+
+
+def grounding_sentences(text: str, sources: list[str]) -> list[dict[str, Any]]:
+    """A derived text checked against its original sources sentence by sentence: each sentence
+    with its unsupported specifics (value, severity, message, offset within the sentence)."""
+    from projections import check
+    from projections.specifics import SourceIndex
+
+    index = SourceIndex.build(sources)
+    out: list[dict[str, Any]] = []
+    pos = 0
+    for m in [*_SENTENCE.finditer(text), None]:
+        end = m.start() if m is not None else len(text)
+        sentence = text[pos:end]
+        if sentence.strip():
+            result = check(sentence, sources, index=index, with_coverage=False)
+            out.append(
+                {
+                    "text": sentence,
+                    "findings": [
+                        {
+                            "kind": f["kind"],
+                            "value": f.get("value", ""),
+                            "severity": f["severity"],
+                            "message": f["message"],
+                            "offset": f.get("offset", -1),
+                        }
+                        for f in result.findings
+                    ],
+                }
+            )
+        if m is None:
+            break
+        pos = m.end()
+    return out
+
+
+def span_detail(session: Session, at: int, span_id: str, *, with_lineage: bool = True) -> dict[str, Any]:
+    """Everything the span panel shows: the span (live at ``at``, or read back from the log), who
+    wrote it and why, its original observations, its lineage, and for a derived span the grounding
+    of its text sentence by sentence."""
+    view = session.at(at)
+    live = view.state.live.get(span_id)
+    out: dict[str, Any] = {"session": session.name, "at": at, "id": span_id, "live": live is not None}
+    if live is not None:
+        span = live
+    elif span_id.startswith("o"):
+        span = view.original(span_id)
+    else:
+        originals = view.originals(span_id)  # raises for a derived id that never existed
+        lin = view.lineage(span_id)
+        span = None
+        out.update(span=None, originals=[span_json(o) for o in originals], lineage=_lineage_json(lin))
+        return out
+    out["span"] = span_json(span)
+    made = view.event(span.position)
+    out["made_by"] = event_json(made)
+    if span.provenance is Provenance.DERIVED:
+        originals = view.originals(span_id)
+        out["originals"] = [span_json(o) for o in originals]
+        out["grounding"] = grounding_sentences(span.text, [o.text for o in originals])
+    else:
+        out["originals"] = []
+    if with_lineage:
+        out["lineage"] = _lineage_json(view.lineage(span_id))
+    return out
+
+
+def _lineage_json(lin: Any) -> dict[str, Any]:
+    def node(n: Any) -> dict[str, Any]:
+        return {
+            "id": n.span_id,
+            "provenance": n.provenance,
+            "position": n.position,
+            "generation": n.generation,
+            "by": n.by,
+            "text": n.text,
+            "children": [node(c) for c in n.children],
+        }
+
+    return {
+        "status": lin.status,
+        "came_from": node(lin.came_from),
+        "became": [
+            {"position": b.position, "type": b.event_type, "span_id": b.span_id, "action": b.action, "by": b.by}
+            for b in lin.became
+        ],
+        "descendants": list(lin.descendants),
+    }
+
+
+# -- the sessions page -----------------------------------------------------------------------------
+
+
+def session_rows(ledger: Ledger, fleet_rows: dict[str, Any] | None = None, *, limit: int = 1000) -> list[dict[str, Any]]:
+    """One row per session: events, live spans and tokens, derived, max generation, refusals,
+    violations, last activity, and the fleet view's drift findings when it has a row."""
+    rows = []
+    for info in ledger.sessions()[:limit]:
+        s = ledger.session(info.id)
+        spans = s.state.live.values()
+        last = s.event(s.position).at if s.position else None
+        fr = (fleet_rows or {}).get(info.name)
+        rows.append(
+            {
+                "name": info.name,
+                "events": s.position,
+                "strict": info.strict,
+                "live_spans": len(s.state.live),
+                "tokens": s.tokens,
+                "derived": sum(1 for x in spans if x.provenance is Provenance.DERIVED),
+                "max_generation": max((x.generation for x in spans), default=0),
+                "refusals": s.state.refusals,
+                "violations": s.state.violations,
+                "drift": None if fr is None else fr.drift,
+                "findings": [] if fr is None else sorted({f.kind for f in (fr.audit or fr.findings)}),
+                "last": _time(last),
+                "started": _time(info.started_at),
+            }
+        )
+    return rows
