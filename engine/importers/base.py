@@ -43,6 +43,7 @@ __all__ = [
     "fingerprint",
     "CHECKPOINT_LABEL",
     "MAX_TEXT_CHARS",
+    "meta_arguments",
 ]
 
 CHECKPOINT_LABEL = "imported"  # the mark whose reason holds the checkpoint (moved at every commit)
@@ -503,6 +504,19 @@ def clip(text: str, meta: dict) -> str:
         meta["truncated_from_chars"] = len(text)
         return text[:MAX_TEXT_CHARS]
     return text
+
+
+_msgpack = msgspec.msgpack.Encoder()
+
+
+def meta_arguments(args: Any, encoded: str) -> Any:
+    """Tool arguments fit for a span's meta: the object itself when the log's encoding can hold
+    it, else its JSON text (integers beyond 64 bits, for example)."""
+    try:
+        _msgpack.encode(args)
+    except (OverflowError, TypeError):
+        return encoded
+    return args
 
 
 def check_name(name: Any) -> str:

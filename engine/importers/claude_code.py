@@ -35,6 +35,7 @@ from engine.importers.base import (
     Observe,
     ParseContext,
     clip,
+    meta_arguments,
     decode_error,
     jsonl_records,
 )
@@ -314,7 +315,7 @@ class ClaudeCodeImporter(Importer):
                 encoded = _json.encode(args).decode()
                 meta.update(tool_call_id=call_id, name=tool)
                 if len(encoded) <= MAX_META_ARGS:
-                    meta["arguments"] = args
+                    meta["arguments"] = meta_arguments(args, encoded)
                 yield Observe(clip(f"{tool}({encoded})", meta), "assistant", "tool_call", meta, "tool_call", stream)
             else:
                 ctx.unknown(f"assistant block:{bt}")

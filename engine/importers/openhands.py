@@ -29,6 +29,7 @@ from engine.importers.base import (
     Observe,
     ParseContext,
     clip,
+    meta_arguments,
     decode_error,
 )
 
@@ -291,7 +292,7 @@ def _call(name: str, call_id: str, args: Any, meta: dict) -> Observe:
     encoded = _json.encode(args).decode()
     meta.update(tool_call_id=call_id, name=name)
     if len(encoded) <= MAX_META_ARGS:
-        meta["arguments"] = args
+        meta["arguments"] = meta_arguments(args, encoded)
     return Observe(clip(f"{name}({encoded})", meta), "assistant", "tool_call", meta, "tool_call")
 
 
