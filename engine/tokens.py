@@ -104,7 +104,8 @@ def _rust_bpe_count(name: str) -> Callable[[str], int] | None:
 
 _MAX_WORDS = 1 << 17  # cached words per encoding (a few MB at most); the cache restarts when full
 _MAX_WORD_CHARS = 64  # longer parts (hashes, base64, URLs) rarely repeat: counted, not kept
-_LEARN_PER_TEXT = 8  # a text mostly of new words is counted whole and teaches the cache a few
+_FEW_NEW = 8  # up to 1 in 8 parts new: those are counted one by one and the rest read from the cache
+_LEARN_PER_TEXT = 8  # a text of more new parts is counted whole and teaches the cache some of them
 
 
 class _WordCounts:
@@ -205,11 +206,13 @@ class BPECounter:
             return n + sum(map(spaced.__getitem__, body))
         except KeyError:
             pass
-        new = [w for w in dict.fromkeys(body) if w not in spaced]
+        new = list(set(body).difference(spaced))
         if any(_ws(w[0]) or _ws(w[-1]) for w in new):  # a space next to other whitespace
             return whole(text)
-        if len(new) > _LEARN_PER_TEXT:
-            for w in new[:_LEARN_PER_TEXT]:
+        if len(new) > len(body) // _FEW_NEW + 1:
+            # mostly new words: one call on the whole text is cheaper than one per word; learn a
+            # share of them so that text like it gets the cheap path soon
+            for w in new[: max(_LEARN_PER_TEXT, len(body) // (2 * _FEW_NEW))]:
                 if len(w) <= _MAX_WORD_CHARS:
                     self._remember(spaced, w, whole(" " + w))
             return whole(text)
@@ -217,8 +220,11 @@ class BPECounter:
         for w, c in learned.items():
             if len(w) <= _MAX_WORD_CHARS:
                 self._remember(spaced, w, c)
-        get = spaced.get  # (another thread may have restarted the cache meanwhile)
-        return n + sum(get(w) or learned.get(w) or whole(" " + w) for w in body)
+        try:
+            return n + sum(map(spaced.__getitem__, body))
+        except KeyError:  # a part too long to keep, or another thread restarted the cache meanwhile
+            get = spaced.get
+            return n + sum(get(w) or learned.get(w) or whole(" " + w) for w in body)
 
     def _remember(self, cache: dict[str, int], part: str, n: int) -> None:
         if self._words.full():
