@@ -524,8 +524,6 @@ class MessageRecorder:
         return (span.id,)
 
     def _reconcile(self, new: list[Message], hashes: list[str], extra: dict[str, Any], record: RequestRecord) -> None:
-        from difflib import SequenceMatcher
-
         old_hashes, old_spans = self._hashes, self._spans
         out_hashes: list[str] = []
         out_spans: list[tuple[str, ...]] = []
@@ -539,17 +537,16 @@ class MessageRecorder:
             out_spans.append(ids)
             broken = True
 
-        matcher = SequenceMatcher(None, old_hashes, hashes, autojunk=False)
-        for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        for op, i1, i2, j1, j2 in _opcodes(old_hashes, hashes):
             if op == "equal":
+                if not broken:
+                    out_hashes.extend(old_hashes[i1:i2])
+                    out_spans.extend(old_spans[i1:i2])
+                    continue
                 for k, j in zip(range(i1, i2), range(j1, j2)):
-                    if broken:
-                        self._prune(old_spans[k], "re-sent after a message the client inserted before it", record)
-                        observe(new[j], {**extra, "resent": True})
-                        record.reobserved += 1
-                    else:
-                        out_hashes.append(old_hashes[k])
-                        out_spans.append(old_spans[k])
+                    self._prune(old_spans[k], "re-sent after a message the client inserted before it", record)
+                    observe(new[j], {**extra, "resent": True})
+                    record.reobserved += 1
                 continue
             dropped = old_spans[i1:i2]
             added = new[j1:j2]
@@ -569,3 +566,23 @@ class MessageRecorder:
             for n, m in enumerate(added):
                 observe(m, {**extra, "client_summary": True, "summary_refused": True} if refused and n == 0 else extra)
         self._hashes, self._spans = out_hashes, out_spans
+
+
+def _opcodes(old: list[str], new: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """difflib's opcodes, with the common head and tail matched first (edits cluster at the end of a
+    conversation: the diff of a long one stays cheap)."""
+    from difflib import SequenceMatcher
+
+    n_old, n_new = len(old), len(new)
+    head = 0
+    while head < n_old and head < n_new and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < n_old - head and tail < n_new - head and old[n_old - 1 - tail] == new[n_new - 1 - tail]:
+        tail += 1
+    ops: list[tuple[str, int, int, int, int]] = [("equal", 0, head, 0, head)] if head else []
+    middle = SequenceMatcher(None, old[head : n_old - tail], new[head : n_new - tail], autojunk=False)
+    ops.extend((op, i1 + head, i2 + head, j1 + head, j2 + head) for op, i1, i2, j1, j2 in middle.get_opcodes())
+    if tail:
+        ops.append(("equal", n_old - tail, n_old, n_new - tail, n_new))
+    return ops

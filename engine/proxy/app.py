@@ -44,8 +44,6 @@ _HOP = {
     "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding", SESSION_HEADER,
 }
 _HOP_BACK = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "upgrade"}
-_OUTCOME_LABEL = "proxy:upstream-error"
-
 
 class _ChatBody(msgspec.Struct):
     """The parts of a chat request the proxy reads; the messages stay raw (hashed, parsed lazily)."""
@@ -59,6 +57,17 @@ class _ChatBody(msgspec.Struct):
 
 
 _decoder = msgspec.json.Decoder(_ChatBody)
+
+
+class _Call:
+    """One chat call on its way through: which session, and the request as the recorder takes it."""
+
+    __slots__ = ("name", "api", "request")
+
+    def __init__(self, name: str, api: str, messages: list[msgspec.Raw], system: Any, meta: dict[str, Any]):
+        self.name = name
+        self.api = api
+        self.request = (name, api, messages, system, meta)
 
 
 class ProxyConfig(msgspec.Struct, kw_only=True):
@@ -181,9 +190,12 @@ class _Proxy:
         stream = parsed.stream is True
         if stream:
             meta["stream"] = True
-        system = parsed.system if api == "anthropic" else None
+        call = _Call(name, api, parsed.messages, parsed.system if api == "anthropic" else None, meta)
         started = time.perf_counter()
-        recorded = self._submit(self.store.record_request, name, api, parsed.messages, system, meta)
+        # A streamed reply starts reaching the client before it ends, and compaction works on the
+        # recorded history: then the request is recorded first, on its own. Otherwise the request and
+        # its reply (or outcome) are recorded together, in one transaction, before the client gets it.
+        recorded = self._submit(self.store.record_request, *call.request) if stream or self.config.compact else None
         upstream_body = body
         if self.config.compact:
             await self._settle(recorded, "recording a request")
@@ -196,28 +208,28 @@ class _Proxy:
         try:
             resp = await self._send(request, upstream_body, stream=True)
         except httpx.TimeoutException as e:
-            return await self._failed(recorded, name, 504, "upstream_timeout",
+            return await self._failed(call, recorded, 504, "upstream_timeout",
                                       f"upstream {self.config.upstream} did not answer in time ({type(e).__name__})")
         except httpx.HTTPError as e:
-            return await self._failed(recorded, name, 502, "upstream_unreachable",
+            return await self._failed(call, recorded, 502, "upstream_unreachable",
                                       f"upstream {self.config.upstream} is unreachable: {type(e).__name__}: {e}")
-        await self._settle(recorded, "recording a request")  # in the ledger before the client sees a reply
-        reply_meta = {"status": resp.status_code}
+        reply_meta: dict[str, Any] = {"status": resp.status_code}
         if resp.status_code >= 400:
             try:
                 content = await resp.aread()
             except httpx.HTTPError as e:
                 await resp.aclose()
-                return await self._failed(None, name, 502, "upstream_failed", f"reading the upstream's error failed: {e}")
+                return await self._failed(call, recorded, 502, "upstream_failed", f"reading the upstream's error failed: {e}")
             await resp.aclose()
             self.health.count("upstream_errors")
-            await self._settle(self._submit(
-                self.store.record_outcome, name, _OUTCOME_LABEL,
-                f"{request.method} {request.url.path} -> HTTP {resp.status_code} from the upstream: "
-                f"{content[:500].decode('utf-8', 'replace')}",
-            ), "recording an outcome")
+            outcome = (f"{request.method} {request.url.path} -> HTTP {resp.status_code} from the upstream: "
+                       f"{content[:500].decode('utf-8', 'replace')}")
+            await self._record_end(call, recorded, None, reply_meta, outcome)
             return Response(content, status_code=resp.status_code, headers=_back_headers(resp))
         if "text/event-stream" in resp.headers.get("content-type", ""):
+            if recorded is None:  # streamed although not asked to: the request goes in first
+                recorded = self._submit(self.store.record_request, *call.request)
+            await self._settle(recorded, "recording a request")  # in the ledger before any of the reply
             return StreamingResponse(
                 self._relay(resp, name, api, reply_meta, started),
                 status_code=resp.status_code, headers=_back_headers(resp),
@@ -226,21 +238,34 @@ class _Proxy:
             content = await resp.aread()
         except httpx.TimeoutException:
             await resp.aclose()
-            return await self._failed(None, name, 504, "upstream_timeout", "the upstream stopped answering mid-reply")
+            return await self._failed(call, recorded, 504, "upstream_timeout", "the upstream stopped answering mid-reply")
         except httpx.HTTPError as e:
             await resp.aclose()
-            return await self._failed(None, name, 502, "upstream_failed", f"the upstream broke off its reply: {e}")
+            return await self._failed(call, recorded, 502, "upstream_failed", f"the upstream broke off its reply: {e}")
         await resp.aclose()
         reply_meta["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
         try:
             reply = json.loads(content)
         except ValueError:
             reply = None
-        if isinstance(reply, dict):
-            await self._settle(self._submit(self.store.record_reply, name, api, reply, reply_meta), "recording a reply")
-        else:
+        if not isinstance(reply, dict):
             self.health.count("unrecordable")
+            reply = None
+        await self._record_end(call, recorded, reply, reply_meta, None)
         return Response(content, status_code=resp.status_code, headers=_back_headers(resp))
+
+    async def _record_end(self, call: _Call, recorded: asyncio.Future | None, reply: dict[str, Any] | None,
+                          reply_meta: dict[str, Any], outcome: str | None) -> None:
+        """Record how a call ended: with its request in one transaction, or after it."""
+        if recorded is None:
+            future = self._submit(self.store.record_exchange, *call.request, reply, reply_meta, outcome)
+            await self._settle(future, "recording a call")
+            return
+        await self._settle(recorded, "recording a request")
+        if reply is not None:
+            await self._settle(self._submit(self.store.record_reply, call.name, call.api, reply, reply_meta), "recording a reply")
+        if outcome:
+            await self._settle(self._submit(self.store.record_outcome, call.name, outcome), "recording an outcome")
 
     # -- pieces ---------------------------------------------------------------------------------
 
@@ -311,13 +336,10 @@ class _Proxy:
 
         return StreamingResponse(relay(), status_code=resp.status_code, headers=_back_headers(resp))
 
-    async def _failed(self, recorded: asyncio.Future | None, name: str, status: int, kind: str, message: str) -> Response:
-        if recorded is not None:
-            await self._settle(recorded, "recording a request")
+    async def _failed(self, call: _Call, recorded: asyncio.Future | None, status: int, kind: str, message: str) -> Response:
         self.health.count("upstream_errors")
-        log.warning("ctxledger proxy: %s (session %r)", message, name)
-        await self._settle(self._submit(self.store.record_outcome, name, _OUTCOME_LABEL, f"HTTP {status}: {message}"),
-                           "recording an outcome")
+        log.warning("ctxledger proxy: %s (session %r)", message, call.name)
+        await self._record_end(call, recorded, None, {}, f"HTTP {status}: {message}")
         return _error(status, kind, message)
 
     async def _relay(self, resp: httpx.Response, name: str, api: str, meta: dict[str, Any], started: float) -> AsyncIterator[bytes]:

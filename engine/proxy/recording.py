@@ -24,6 +24,7 @@ __all__ = ["Health", "StoreWorker", "CONFLICT_RETRIES"]
 log = logging.getLogger("ctxledger.proxy")
 T = TypeVar("T")
 CONFLICT_RETRIES = 8
+_OUTCOME_LABEL = "proxy:upstream-error"
 _OWNERS_LIMIT = 100_000  # reply hashes remembered to follow a conversation after the client compacts
 
 
@@ -187,20 +188,59 @@ class StoreWorker:
             return None
         if rec is not None:
             self.health.count("partial_replies" if meta.get("partial") else "recorded_replies")
-            try:
-                message, _ = canonical_reply(reply, api)
-            except ImportFormatError:
-                message = None
-            if message is not None:
-                self._owners[message.hash] = name
-                self._owners.move_to_end(message.hash)
-                while len(self._owners) > _OWNERS_LIMIT:
-                    self._owners.popitem(last=False)
+            self._remember_reply(name, reply, api)
         return rec
 
-    def record_outcome(self, name: str, label: str, reason: str) -> None:
+    def record_exchange(
+        self, name: str, api: str, messages: list[Any], system: Any, meta: dict[str, Any],
+        reply: dict[str, Any] | None, reply_meta: dict[str, Any], outcome: str | None = None,
+    ) -> tuple[RequestRecord, RequestRecord | None] | None:
+        """A whole non-streamed call in ONE transaction (one durable commit): the request's diff,
+        then the reply, or the outcome of a call that got none."""
+        if reply is not None:
+            try:
+                canonical_reply(reply, api)
+            except ImportFormatError:
+                self.health.count("unrecordable")
+                reply = None
+
+        def run(r: MessageRecorder) -> tuple[RequestRecord, RequestRecord | None]:
+            try:
+                with r.session.batch():
+                    req = r.record_request(messages, api=api, system=system, meta=meta)
+                    rep = r.record_reply(reply, api=api, meta=reply_meta) if reply is not None else None
+                    if outcome:
+                        r.session.mark(_OUTCOME_LABEL, by="proxy", reason=outcome[:2000])
+            except BaseException:
+                r.resync(refresh=True)  # the batch may have failed as a whole when it was saved
+                raise
+            return req, rep
+
+        try:
+            done = self._guard("recording a call", name, run)
+        except ImportFormatError:
+            return None
+        if done is not None:
+            self.health.count("recorded_requests")
+            if done[1] is not None:
+                self.health.count("recorded_replies")
+                self._remember_reply(name, reply, api)
+        return done
+
+    def _remember_reply(self, name: str, reply: dict[str, Any], api: str) -> None:
+        try:
+            message, _ = canonical_reply(reply, api)
+        except ImportFormatError:
+            return
+        if message is not None:
+            self._owners[message.hash] = name
+            self._owners.move_to_end(message.hash)
+            while len(self._owners) > _OWNERS_LIMIT:
+                self._owners.popitem(last=False)
+
+    def record_outcome(self, name: str, reason: str) -> None:
         """A call that produced no reply (upstream error, timeout): a mark whose reason says why."""
-        self._guard("recording an outcome", name, lambda r: r.session.mark(label, by="proxy", reason=reason[:2000]))
+        self._guard("recording an outcome", name, lambda r: r.session.mark(_OUTCOME_LABEL, by="proxy", reason=reason[:2000]))
 
     def owner_of(self, hashes: list[str]) -> str | None:
         """The session that recorded one of these replies (a conversation the client compacted)."""
