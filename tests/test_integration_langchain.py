@@ -22,6 +22,7 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # no
 from langchain_core.runnables.history import RunnableWithMessageHistory  # noqa: E402
 from langchain_core.tools import tool  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from conftest import drop_schema, postgres_url  # noqa: E402
 
 from engine import Compactor, EstimateCounter, InvalidInputError, Ledger, Observed  # noqa: E402
 from engine.integrations.langchain import (  # noqa: E402
@@ -142,8 +143,19 @@ def test_story_the_model_sees_the_compacted_ledger_while_the_graph_state_stays_w
     assert [x.content for x in to_messages(s)[: len(seen) - 1]] == [x.content for x in seen[1:]]
 
 
-def test_async_agent_and_a_restarted_process_record_nothing_twice(tmp_path):
-    url = f"sqlite:///{tmp_path / 'lc.db'}"
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def file_url(request, tmp_path):
+    """A store that outlives the process: a SQLite file, or a schema on the PostgreSQL test server."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'lc.db'}"
+        return
+    url = postgres_url()
+    yield url
+    drop_schema(url)
+
+
+def test_async_agent_and_a_restarted_process_record_nothing_twice(file_url):
+    url = file_url
     led = Ledger.open(url, token_counter=EstimateCounter())
     m = model()
     agent = create_agent(m, tools=[balance, add], middleware=[LedgerMiddleware(led, "resumed")])

@@ -402,6 +402,7 @@ ops = st.lists(
         st.tuples(st.just("result"), st.integers(0, 9)),
         st.tuples(st.just("prune"), st.integers(0, 50)),
         st.tuples(st.just("restore"), st.integers(0, 50)),
+        st.tuples(st.just("rewrite"), st.integers(0, 50)),
         st.tuples(st.just("read"), st.just(0)),
     ),
     min_size=1,
@@ -413,7 +414,8 @@ ops = st.lists(
 @given(ops)
 def test_the_kept_view_always_equals_a_fresh_one(steps):
     """get_items keeps its view between calls and pairs only what was appended: after any sequence of
-    appends, prunes and restores it equals the view a fresh LedgerSession computes from the log."""
+    appends, prunes, restores and rewrites it equals the view a fresh LedgerSession computes from the
+    log, placeholder texts included."""
     led = ledger()
     s = LedgerSession("kept", ledger=led)
     calls: list[str] = []
@@ -434,6 +436,11 @@ def test_the_kept_view_always_equals_a_fresh_one(steps):
             span_id = live[arg % len(live)].id
             ls.prune(span_id)
             pruned.append(span_id)
+        elif op == "rewrite":
+            observed = [sp.id for sp in ls.spans() if sp.observed]
+            if len(observed) >= 2:
+                k = arg % (len(observed) - 1)
+                ls.rewrite(observed[k : k + 2], f"summary at {ls.position}")
         elif op == "restore" and pruned:
             span_id = pruned.pop(arg % len(pruned))
             ls.restore(span_id)

@@ -190,8 +190,8 @@ class LiveView:
         self._key: tuple | None = None
         self._pairs = _Pairs([], set(), False)
         self._payloads: list[Any] = []
-        self._texts: dict[tuple, str] = {}
-        self._derived_live = 0
+        self._texts: dict[tuple, tuple[str, int | None]] = {}
+        self._derived_live = 0  # which derived spans are live (a hash of their ids): what texts can name
 
     def entries(self) -> tuple[list[Entry], list[Any]]:
         """The entries and their payloads (do not modify the lists)."""
@@ -206,7 +206,7 @@ class LiveView:
             self._key = key
             return self._pairs.entries, self._payloads
         spans = session.spans()
-        self._derived_live = sum(1 for s in spans if not s.observed)
+        self._derived_live = hash(tuple(s.id for s in spans if not s.observed))
         self._pairs = _pair(spans, self._half_text, self.same_turn, self.can_placeholder)
         self._payloads = [self.payload(e) for e in self._pairs.entries] if self.payload else []
         self._key = key
@@ -232,13 +232,16 @@ class LiveView:
         result the plain message naming its missing call. Kept per span and per state of the derived
         spans (what the text can name), since finding the partner reads the log near the span."""
         st = self.session.state
-        key = (span.id, span.position, st.n_der, self._derived_live)
-        text = self._texts.get(key)
-        if text is None:
-            text = render([span], format="openai", reader=self.session)[-1]["content"]
-            if len(self._texts) > 4096:
-                self._texts.clear()
-            self._texts[key] = text
+        key = (span.id, span.position, self._derived_live)
+        hit = self._texts.get(key)
+        # A call's result not found in the log may be observed later: that text holds while no
+        # observation was appended. Every other text names a partner that is in the log for good.
+        if hit is not None and (hit[1] is None or hit[1] == st.n_obs):
+            return hit[0]
+        text = render([span], format="openai", reader=self.session)[-1]["content"]
+        if len(self._texts) > 4096:
+            self._texts.clear()
+        self._texts[key] = (text, st.n_obs if text.startswith("[no tool output recorded]") else None)
         return text
 
 
