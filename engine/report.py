@@ -1,4 +1,4 @@
-"""A self-contained HTML report of one session, or two side by side.
+"""A self-contained HTML report of one session, or up to four side by side.
 
 ``build_report([reader, ...])`` reads everything through the read side — ``timeline()``,
 ``audit()``, ``blame()``, ``lineage()`` — and returns one HTML document with inline CSS, an inline
@@ -157,6 +157,7 @@ def collect(reader: _Reader) -> dict[str, Any]:
         "violations": state.violations,
         "refusals": state.refusals,
         "counts": counts,
+        "model_edits": _model_edits(reader),
         "marks": sorted(([label, pos] for label, pos in reader.marks().items() if pos <= reader.position), key=lambda m: m[1]),
         "area": area,
         "markers": markers,
@@ -173,8 +174,14 @@ def collect(reader: _Reader) -> dict[str, Any]:
     }
 
 
+def _model_edits(reader: Any) -> int:
+    """Edits (and refused rewrites) made by a model through its context tools: ``by`` names a model."""
+    kinds = ("Pruned", "Rewritten", "Rederived", "RewriteRefused", "Restored", "Expanded")
+    return sum(1 for ev in reader.events() if type(ev).__name__ in kinds and ev.by.startswith("model:"))
+
+
 def build_report(readers: list[_Reader], *, title: str | None = None) -> str:
-    """The HTML document for one or two sessions."""
+    """The HTML document for one session, or up to four side by side."""
     data = [collect(r) for r in readers]
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     title = title or ("ctxledger report: " + " vs ".join(d["name"] for d in data))
@@ -184,7 +191,7 @@ def build_report(readers: list[_Reader], *, title: str | None = None) -> str:
         f"<p class=meta>generated {html.escape(generated)} · every number below is read back from the event log "
         "(timeline, audit, blame, lineage); nothing here needs a network connection</p></header>",
     ]
-    if len(data) == 2:
+    if len(data) >= 2:
         body.append(_comparison(data))
     body.append(f'<main class="cols cols-{len(data)}">')
     for i, d in enumerate(data):
@@ -200,7 +207,7 @@ def build_report(readers: list[_Reader], *, title: str | None = None) -> str:
 
 
 def _comparison(data: list[dict[str, Any]]) -> str:
-    a, b = data
+    """The side-by-side table: one column per session (two to four)."""
     rows = [
         ("events in the log", "position"),
         ("live spans", "live_spans"),
@@ -213,9 +220,15 @@ def _comparison(data: list[dict[str, Any]]) -> str:
     ]
     cells = []
     for label, key in rows:
-        cells.append(f"<tr><th>{label}</th><td>{a[key]:,}</td><td>{b[key]:,}</td></tr>")
+        cells.append(f"<tr><th>{label}</th>" + "".join(f"<td>{d[key]:,}</td>" for d in data) + "</tr>")
     for label, key in (("rewrites", "Rewritten"), ("re-derivations", "Rederived"), ("prunes", "Pruned")):
-        cells.append(f"<tr><th>{label}</th><td>{a['counts'].get(key, 0):,}</td><td>{b['counts'].get(key, 0):,}</td></tr>")
+        cells.append(f"<tr><th>{label}</th>" + "".join(f"<td>{d['counts'].get(key, 0):,}</td>" for d in data) + "</tr>")
+    if any(d.get("model_edits") for d in data):
+        cells.append(
+            "<tr><th>edits by the model itself (context tools)</th>"
+            + "".join(f"<td>{d.get('model_edits', 0):,}</td>" for d in data)
+            + "</tr>"
+        )
 
     def verdict(d: dict[str, Any]) -> str:
         au = d["audit"]
@@ -223,10 +236,11 @@ def _comparison(data: list[dict[str, Any]]) -> str:
         word = "ok" if au["ok"] else "drift"
         return f'<span class="{cls}">{word}</span> ({au["errors"]} errors, {au["warnings"]} warnings)'
 
-    cells.append(f"<tr><th>audit</th><td>{verdict(a)}</td><td>{verdict(b)}</td></tr>")
+    cells.append("<tr><th>audit</th>" + "".join(f"<td>{verdict(d)}</td>" for d in data) + "</tr>")
+    names = "".join(f"<th>{html.escape(d['name'])}</th>" for d in data)
     return (
         '<section class="compare"><h2>Side by side</h2><table id="comparison">'
-        f"<thead><tr><th></th><th>{html.escape(a['name'])}</th><th>{html.escape(b['name'])}</th></tr></thead>"
+        f"<thead><tr><th></th>{names}</tr></thead>"
         f"<tbody>{''.join(cells)}</tbody></table></section>"
     )
 
@@ -303,8 +317,8 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
 h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 0 0 4px; } h3 { font-size: 15px; margin: 18px 0 6px; }
 h3 small { font-weight: normal; color: var(--muted); } h4 { margin: 10px 0 4px; font-size: 13px; }
 .meta { color: var(--muted); margin: 2px 0 10px; }
-.cols { display: grid; gap: 20px; } .cols-2 { grid-template-columns: 1fr 1fr; }
-@media (max-width: 1100px) { .cols-2 { grid-template-columns: 1fr; } }
+.cols { display: grid; gap: 20px; } .cols-2, .cols-3, .cols-4 { grid-template-columns: 1fr 1fr; }
+@media (max-width: 1100px) { .cols-2, .cols-3, .cols-4 { grid-template-columns: 1fr; } }
 section.session, section.compare { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 16px; margin-bottom: 20px; min-width: 0; }
 .badge { font-size: 12px; padding: 2px 8px; border-radius: 10px; vertical-align: middle; }
 .badge.ok, .ok { color: #1b7f3b; } .badge.ok { background: #e3f5e8; } .badge.bad { background: #fde7e7; } .bad { color: #b3261e; }

@@ -89,7 +89,7 @@ def test_openai_model_prunes_its_own_context_and_uses_a_registered_function(ledg
         if turn == 2:
             listing = last_tool_results(body)[0]
             assert "live" in listing and "/ 2,000 tokens" in listing
-            oldest = re.search(r"^(o\d+) tool tool_result", listing, re.M).group(1)
+            oldest = re.search(r"^(o\d+) tool tool_result", listing, re.MULTILINE).group(1)
             assert oldest == "o4"
             return 200, openai_reply("Pruning the oldest logs.", [
                 ("c-prune", "context_prune", {"span_ids": [oldest], "reason": "svc-0 logs are done with"}),
@@ -377,3 +377,37 @@ def test_any_object_with_respond_is_a_model(ledger):
     result = Agent(s, Scripted(), budget=1_000).run()
     assert result.stopped == "answered" and not result.context_calls[0].is_error
     assert "o3" not in s.state.live and "o4" not in s.state.live
+
+
+# -- the documented example ---------------------------------------------------------------------------------
+
+
+def test_the_real_model_example_in_docs_runs_against_a_scripted_server(tmp_path, monkeypatch, capsys):
+    """docs/agent.md's first ``python no-run`` block (it needs a key and a network), run as written
+    with the SDK pointed at a scripted server through OPENAI_BASE_URL."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "agent.md").read_text(encoding="utf-8")
+    code = page.split("```python no-run\n", 1)[1].split("```", 1)[0]
+
+    def handler(path, body):
+        check_openai(body["messages"])
+        if len(srv.requests) == 1:
+            assert body["model"] == "gpt-4.1" and "get_logs" in [t["function"]["name"] for t in body["tools"]]
+            return 200, openai_reply(None, [("c1", "get_logs", {"service": "billing-api"})])
+        assert "billing-api returned HTTP 503 at 14:02" in last_tool_results(body)[0]
+        return 200, openai_reply("billing-api returned HTTP 503 at 14:02.")
+
+    with FakeModelServer(handler) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.openai_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "k")
+        monkeypatch.chdir(tmp_path)
+        namespace: dict = {}
+        exec(compile(code, "docs/agent.md", "exec"), namespace)
+        namespace["ledger"].close()
+    assert not srv.errors
+    assert capsys.readouterr().out == "answered billing-api returned HTTP 503 at 14:02.\n"
+    with Ledger.open(f"sqlite:///{tmp_path / 'agent.db'}") as led:
+        s = led.session("checkout-incident")
+        kinds = [(ev.kind, ev.by) for ev in s.events() if isinstance(ev, Observed)]
+    assert ("tool_call", "model:openai:gpt-4.1") in kinds and ("tool_result", "") in kinds

@@ -1,7 +1,8 @@
 """The drift study behind ``ctxledger demo``: a seeded synthetic agent session with known ground
 truth (``workload``), a simulated summarizing model that drifts the way the seed describes
-(``simmodel``), the same session under prune-only, naive recursive summarization and the guarded
-policy (``study``), and the forensic story read back from the ledger (``story``).
+(``simmodel``), the same session under prune-only, naive recursive summarization, the guarded
+policy and the model editing its own buffer through the context tools (``study``, ``editor``), and
+the forensic story read back from the ledger (``story``). ``RealModel`` runs it with a real model.
 
     from engine import Ledger
     from engine.demo import StudyConfig, run_study
@@ -9,9 +10,10 @@ policy (``study``), and the forensic story read back from the ledger (``story``)
     result.runs["naive"].final.invented
 """
 
+from engine.demo.editor import SimulatedEditor
 from engine.demo.simmodel import DriftingModel
 from engine.demo.story import Story, tell
-from engine.demo.study import POLICIES, RunResult, StudyConfig, StudyResult, run_study, session_names
+from engine.demo.study import POLICIES, RealModel, RunResult, StudyConfig, StudyResult, run_study, session_names
 from engine.demo.workload import Workload, generate
 
 __all__ = [
@@ -19,9 +21,11 @@ __all__ = [
     "StudyResult",
     "RunResult",
     "POLICIES",
+    "RealModel",
     "run_study",
     "session_names",
     "DriftingModel",
+    "SimulatedEditor",
     "Workload",
     "generate",
     "Story",

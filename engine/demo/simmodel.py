@@ -86,6 +86,9 @@ class DriftingModel:
         self.merges = 0
         self.inventions: list[Claim] = []
         self._used_times: set[str] = set()
+        # span id -> the workload turn it records, when the session holds more than the workload
+        # (the model-driven run records the agent loop's own messages too); None: o<n> is turn n
+        self.turn_of: dict[str, int] | None = None
 
     def __repr__(self) -> str:
         return f"DriftingModel(drop={self.drop}, merge={self.merge}, invent={self.invent})"
@@ -124,7 +127,8 @@ class DriftingModel:
                         seen.add(claim.text)
                         out.append(claim)
             else:
-                for f in self.workload.facts_in(ordinal(s.id), s.text):
+                turn = ordinal(s.id) if self.turn_of is None else self.turn_of.get(s.id, 0)
+                for f in self.workload.facts_in(turn, s.text):
                     if f.statement not in seen:
                         seen.add(f.statement)
                         out.append(_fact_claim(f))

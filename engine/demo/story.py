@@ -1,5 +1,6 @@
 """The forensic story of a study: what the naive run invented, how it survived, how blame pins it to
-the rewrite that introduced it, what the audit says — and what the guarded run did instead.
+the rewrite that introduced it, what the audit says — what the guarded run did instead, and what the
+model did when it edited its own buffer through the context tools (the model-driven run).
 
 Everything here is read back from the ledger through the read side (``Session.blame``,
 ``Session.audit``, ``Session.lineage``); the study's bookkeeping only says which text to look for.
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.demo.study import Invention, StudyResult
-from engine.events import RewriteRefused
+from engine.events import Observed, Pruned, Rederived, RewriteRefused, Rewritten
 
 if TYPE_CHECKING:
     from engine.demo.workload import Workload
@@ -36,6 +37,8 @@ class Story:
     refusals: list[dict[str, Any]] = field(default_factory=list)  # guarded: what the gate refused
     guarded_invented: int = 0
     naive_survivors: int = 0
+    model_driven: str = ""
+    editing: dict[str, Any] = field(default_factory=dict)  # model-driven: what the model did, from its log
 
     def to_json(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -81,8 +84,27 @@ class Story:
                 f"(first at position {first['position']}: {first['values']}); each refusal is an event in the log, "
                 f"and {self.guarded_invented} invented statements reached the buffer."
             )
-        else:
+        elif self.guarded:
             out.append(f"{self.guarded}: the model invented nothing the gate had to refuse; {self.guarded_invented} invented statements in the buffer.")
+        e = self.editing
+        if e:
+            out.append(
+                f"{self.model_driven}: nudged {e['nudges']} times above the high-water mark, the model ({e['by']}) made "
+                f"{e['tool_calls']} context-tool calls through ContextTools.call."
+            )
+            if e["folds"]:
+                out.append(
+                    f"  {e['folds']} times it tried to summarize its own summaries (first at position {e['first_fold']}: "
+                    f"{e['first_fold_ids']} with new observations); each was refused and recorded, and the result "
+                    "named the two legal moves."
+                )
+            out.append(
+                f"  It then wrote {e['rewrites']} summaries of observations only, re-derived {e['rederives']} summaries "
+                f"from their originals (after {e['recalls']} context_recall calls), and pruned {e['prunes']} spans; "
+                f"the grounding gate refused {e['gated']} of its summaries"
+                + (f" (first at position {e['first_gate']}: {e['first_gate_values']})" if e["gated"] else "")
+                + f". Max generation {e['max_generation']}; {e['invented']} invented statements in the buffer at the end."
+            )
         return out
 
 
@@ -176,7 +198,55 @@ def tell(ledger: Ledger, result: StudyResult, workload: Workload | None = None, 
     prune = runs.get("prune-only")
     if prune is not None and audit:
         story.audits[prune.session] = _audit_summary(ledger.session(prune.session))
+    md = runs.get("model-driven")
+    if md is not None:
+        m = ledger.session(md.session)
+        story.model_driven = md.session
+        story.editing = _editing(m, md)
+        if audit:
+            story.audits[md.session] = _audit_summary(m)
     return story
+
+
+def _editing(session: Any, run: Any) -> dict[str, Any]:
+    """What the model did to its own buffer, read from the log: its edits are the events whose
+    ``by`` names a model; its calls are the tool_call observations of context_* tools."""
+    e: dict[str, Any] = {
+        "by": "", "nudges": run.nudges, "tool_calls": 0, "folds": 0, "first_fold": 0, "first_fold_ids": "",
+        "gated": 0, "first_gate": 0, "first_gate_values": "", "rewrites": 0, "rederives": 0, "prunes": 0,
+        "recalls": 0, "max_generation": run.final.max_generation, "invented": run.final.invented,
+        "loop_tokens": 0,
+    }
+    for ev in session.events():
+        t = type(ev)
+        model = ev.by.startswith("model:")
+        if t is Observed:
+            if model or ev.by == "ctxledger.agent":
+                e["loop_tokens"] += ev.tokens
+            if model and ev.kind == "tool_call" and str(ev.meta.get("name", "")).startswith("context_"):
+                e["tool_calls"] += 1
+                e["recalls"] += ev.meta.get("name") == "context_recall"
+            continue
+        if not model:
+            continue
+        e["by"] = e["by"] or ev.by
+        if t is RewriteRefused:
+            if ev.offending:
+                e["folds"] += 1
+                if not e["first_fold"]:
+                    e["first_fold"], e["first_fold_ids"] = ev.originator_version, ", ".join(ev.offending)
+            elif ev.findings:
+                e["gated"] += 1
+                if not e["first_gate"]:
+                    e["first_gate"] = ev.originator_version
+                    e["first_gate_values"] = ", ".join(repr(f.get("value", "")) for f in ev.findings[:3])
+        elif t is Rewritten:
+            e["rewrites"] += 1
+        elif t is Rederived:
+            e["rederives"] += 1
+        elif t is Pruned:
+            e["prunes"] += 1
+    return e
 
 
 def next_commands(result: StudyResult, story: Story, db_option: str = "") -> list[str]:
@@ -196,6 +266,10 @@ def next_commands(result: StudyResult, story: Story, db_option: str = "") -> lis
     if guarded:
         cmds.append(f"ctxledger{db} log {guarded} --type RewriteRefused")
         cmds.append(f"ctxledger{db} audit {guarded}")
-    if naive and guarded:
-        cmds.append(f"ctxledger{db} report {naive} {guarded} -o report.html")
+    md = story.model_driven
+    if md:
+        cmds.append(f"ctxledger{db} log {md} --type RewriteRefused")
+    compared = [name for name in (naive, guarded, md) if name]
+    if len(compared) >= 2:
+        cmds.append(f"ctxledger{db} report {' '.join(compared)} -o report.html")
     return cmds

@@ -1,4 +1,4 @@
-"""The 40-cycle drift study: one synthetic workload, three compaction policies, scored against the
+"""The 40-cycle drift study: one synthetic workload, four compaction policies, scored against the
 ground truth after every cycle.
 
 - ``prune-only``: the real ``Compactor`` with the ``prune-only`` policy (elide old tool outputs,
@@ -12,8 +12,19 @@ ground truth after every cycle.
   oldest run of observed spans once, re-derives an oversized summary from its ORIGINAL observations,
   and runs every rewrite through the grounding gate (a refusal is recorded, and the model is asked
   again at the next step).
+- ``model-driven``: the model edits its own buffer. Above the high-water mark the agent loop
+  (``engine.agent``) records a budget nudge and the model answers with calls to the context tools
+  (``engine.tools``), executed against the ledger through ``ContextTools.call`` and recorded as
+  observations. The simulated editor (``editor.SimulatedEditor``) has the habit every framework
+  has — it tries to summarize its own summaries — so the ledger refuses (recorded), and it re-derives
+  or prunes instead. Its numbers come from that real tool path.
 
-All three runs see the same observations with the same token counts, and each has its own
+With ``model=RealModel("openai:NAME")`` (or ``anthropic:NAME``) a real model is the summarizer of the
+naive and guarded runs (through the rewriter adapters) and the editor of the model-driven run
+(through ``engine.agent``); invented specifics are then counted by the grounding check of every live
+summary against its original observations, and merges are not measured.
+
+All runs see the same observations with the same token counts, and each has its own
 simulated model with the same seed and error rates. Nothing depends on the clock: the same
 ``StudyConfig`` gives the same numbers.
 """
@@ -37,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "POLICIES",
+    "RealModel",
     "StudyConfig",
     "CycleMetrics",
     "Invention",
@@ -47,7 +59,7 @@ __all__ = [
     "measure",
 ]
 
-POLICIES = ("prune-only", "naive", "guarded")
+POLICIES = ("prune-only", "naive", "guarded", "model-driven")
 
 
 @dataclass(frozen=True)
@@ -70,9 +82,10 @@ class StudyConfig:
     derived_target_tokens: int = 300
     naive_summary_tokens: int = 4_000  # naive: budget of the rolling summary
     attempts: int = 3  # guarded: steps per cycle when the gate refused a rewrite
+    agent_steps: int = 16  # model-driven: model turns per nudge at most
 
     def __post_init__(self) -> None:
-        for what in ("seed", "cycles", "budget", "keep_last_turns", "summary_tokens", "naive_summary_tokens", "attempts"):
+        for what in ("seed", "cycles", "budget", "keep_last_turns", "summary_tokens", "naive_summary_tokens", "attempts", "agent_steps"):
             v = getattr(self, what)
             if isinstance(v, bool) or not isinstance(v, int) or (v < 1 and what != "seed") or (what == "seed" and v < 0):
                 raise ValueError(f"{what} must be a positive int; got {v!r}")
@@ -146,6 +159,10 @@ class RunResult:
     model_merges: int = 0
     model_inventions: int = 0
     summary_tokens_written: int = 0  # tokens of every summary the ledger accepted
+    tool_calls: int = 0  # model-driven: context_* calls the model made
+    tool_errors: int = 0  # of those, the ones answered with an error (refusals included)
+    nudges: int = 0  # model-driven: budget nudges the loop recorded
+    model: str = ""  # who summarized / edited: the simulated model's name, or provider:NAME
     peak_tokens: int = 0
     seconds: float = 0.0
     positions: dict[str, int] = field(default_factory=dict)  # mark label -> position
@@ -175,6 +192,9 @@ class StudyResult:
     counter: str
     store: str
     seconds: float
+    model: str = "sim-model"  # the model that produced the numbers
+    simulated: bool = True
+    base_url: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -185,6 +205,9 @@ class StudyResult:
             "token_counter": self.counter,
             "store": self.store,
             "seconds": round(self.seconds, 3),
+            "model": self.model,
+            "simulated": self.simulated,
+            "base_url": self.base_url,
             "runs": {},
         }
         for name, run in self.runs.items():
@@ -197,7 +220,11 @@ class StudyResult:
                     {**asdict(i), "survived_every_rewrite": i.survived_every_rewrite} for i in run.inventions
                 ],
                 "model": {
+                    "name": run.model,
                     "calls": run.model_calls,
+                    "tool_calls": run.tool_calls,
+                    "tool_errors": run.tool_errors,
+                    "nudges": run.nudges,
                     "drops": run.model_drops,
                     "merges": run.model_merges,
                     "inventions": run.model_inventions,
@@ -211,16 +238,69 @@ class StudyResult:
         return out
 
 
+@dataclass(frozen=True)
+class RealModel:
+    """A real model for the study: ``openai:NAME`` (any OpenAI-compatible server at ``base_url``)
+    or ``anthropic:NAME``. The summarizer of the naive and guarded runs, the editor of the
+    model-driven run."""
+
+    spec: str
+    base_url: str | None = None
+    api_key: str | None = None
+    timeout: float = 120.0
+    max_retries: int = 2
+
+    def __post_init__(self) -> None:
+        from engine.errors import InvalidInputError
+
+        provider, _, name = str(self.spec).partition(":")
+        if provider not in ("openai", "anthropic") or not name:
+            raise InvalidInputError(f"--model is openai:NAME or anthropic:NAME; got {self.spec!r}")
+
+    @property
+    def name(self) -> str:
+        return self.spec
+
+    def rewriter(self):
+        from engine.rewriters import AnthropicRewriter, OpenAIRewriter
+
+        provider, _, name = self.spec.partition(":")
+        cls = OpenAIRewriter if provider == "openai" else AnthropicRewriter
+        return _Counted(cls(name, base_url=self.base_url, api_key=self.api_key, timeout=self.timeout,
+                            max_retries=self.max_retries, max_tokens=1024))
+
+    def chat(self):
+        from engine.agent import chat_model
+
+        return chat_model(self.spec, base_url=self.base_url, api_key=self.api_key, timeout=self.timeout,
+                          max_retries=self.max_retries)
+
+
+class _Counted:
+    """A rewriter that counts its calls (the study reports model calls)."""
+
+    def __init__(self, rewriter: Any):
+        self.inner = rewriter
+        self.name = rewriter.name
+        self.calls = 0
+
+    def rewrite(self, spans: Any, *, instruction: str | None = None, max_tokens: int | None = None) -> str:
+        self.calls += 1
+        return self.inner.rewrite(spans, instruction=instruction, max_tokens=max_tokens)
+
+    __call__ = rewrite
+
+
 # -- names ------------------------------------------------------------------------------------
 
 
-def session_names(ledger: Ledger, prefix: str = "demo") -> dict[str, str]:
-    """``demo-prune-only``, ``demo-naive``, ``demo-guarded``; with a run number (``demo-naive-2``)
+def session_names(ledger: Ledger, prefix: str = "demo", policies: tuple[str, ...] = POLICIES) -> dict[str, str]:
+    """``demo-prune-only``, ``demo-naive``, ``demo-guarded``, ``demo-model-driven``; with a run number (``demo-naive-2``)
     when any of them is taken — the log is append-only, so a re-run never replaces a session."""
     n = 1
     while True:
         suffix = "" if n == 1 else f"-{n}"
-        names = {p: f"{prefix}-{p}{suffix}" for p in POLICIES}
+        names = {p: f"{prefix}-{p}{suffix}" for p in policies}
         if not any(name in ledger for name in names.values()):
             return names
         n += 1
@@ -229,19 +309,40 @@ def session_names(ledger: Ledger, prefix: str = "demo") -> dict[str, str]:
 # -- scoring ----------------------------------------------------------------------------------
 
 
-def measure(session: Any, workload: Workload, cycle: int, model: DriftingModel | None) -> dict[str, int]:
+def measure(
+    session: Any,
+    workload: Workload,
+    cycle: int,
+    model: DriftingModel | None,
+    *,
+    grounded_check: bool = False,
+    span_of: list[str] | None = None,
+) -> dict[str, int]:
     """Score a buffer against the ground truth: facts still stated verbatim, invented and merged
     statements live. A fact is retained when an observation that states it is live, or a live
-    summary states it word for word."""
+    summary states it word for word. With the simulated model, its own bookkeeping says which
+    lines are invented or merged; with a real one (``grounded_check``), invented counts the distinct
+    specifics of live summaries that none of their original observations states. ``span_of[k - 1]``
+    is the span that recorded turn ``k`` (default ``o<k>``)."""
     live = session.state.live
     derived = [s for s in live.values() if s.derived]
     derived_text = "\n".join(s.text for s in derived)
     seen = workload.facts_until(cycle)
     retained = 0
     for f in seen:
-        if any(f"o{o}" in live for o in workload.homes[f.id]) or (derived_text and f.statement in derived_text):
+        homes = workload.homes[f.id]
+        if (
+            any((span_of[o - 1] if span_of is not None else f"o{o}") in live for o in homes)
+            or (derived_text and f.statement in derived_text)
+        ):
             retained += 1
     invented = merged = 0
+    if model is None and derived and grounded_check:
+        from projections.grounding import gate_findings
+
+        for sp in derived:
+            originals = [o.text for o in session.originals(sp.id)]
+            invented += len({f["value"] for f in gate_findings(sp.text, originals)})
     if model is not None and derived:
         for s in derived:
             for line in s.text.splitlines():
@@ -389,13 +490,14 @@ def run_study(
     policies: tuple[str, ...] = POLICIES,
     progress: Callable[[int], None] | None = None,
     workload: Workload | None = None,
+    model: RealModel | None = None,
 ) -> StudyResult:
     """Run the workload under each policy into sessions of ``ledger``; ``progress(1)`` after each
-    cycle of each run."""
+    cycle of each run. ``model``: a real model instead of the simulated one."""
     cfg = config or StudyConfig()
     started = time.perf_counter()
     wl = workload or generate(cfg.seed, cfg.cycles, scale=cfg.scale)
-    names = names or session_names(ledger)
+    names = names or session_names(ledger, policies=policies)
     turns = wl.turns()
     counter = ledger.counter
     texts = [t.text for t in turns]
@@ -403,7 +505,7 @@ def run_study(
     tokens = many(texts) if many is not None else [counter.count(t) for t in texts]
     runs: dict[str, RunResult] = {}
     for p in policies:
-        runs[p] = _run_policy(ledger, p, names[p], wl, tokens, cfg, progress)
+        runs[p] = _run_policy(ledger, p, names[p], wl, tokens, cfg, progress, model)
     return StudyResult(
         config=cfg,
         runs=runs,
@@ -413,19 +515,25 @@ def run_study(
         counter=getattr(counter, "name", type(counter).__name__),
         store=_redact(ledger),
         seconds=time.perf_counter() - started,
+        model=model.name if model is not None else "sim-model",
+        simulated=model is None,
+        base_url=model.base_url if model is not None else None,
     )
 
 
 def _redact(ledger: Ledger) -> str:
-    from engine.ledger import _redact as redact
+    from engine.store import redact
 
     return redact(ledger.url)
 
 
-def _stepper(policy: str, model: DriftingModel | None, cfg: StudyConfig) -> Callable[[Session], int]:
+def _stepper(policy: str, model: Any, cfg: StudyConfig, session: Session, run: RunResult,
+             real: RealModel | None) -> Callable[[Session], int]:
     """One cycle's compaction under ``policy``: returns the number of steps that changed the buffer."""
     if policy == "naive":
         return NaiveSummarizer(model, cfg).step
+    if policy == "model-driven":
+        return _model_driven(model, cfg, session, run, real)
     compactor = _prune_only_compactor(cfg) if policy == "prune-only" else _guarded_compactor(model, cfg)
     attempts = 1 if policy == "prune-only" else cfg.attempts
 
@@ -433,6 +541,34 @@ def _stepper(policy: str, model: DriftingModel | None, cfg: StudyConfig) -> Call
         return _compactor_step(compactor, session, attempts)
 
     return step
+
+
+def _model_driven(model: Any, cfg: StudyConfig, session: Session, run: RunResult,
+                  real: RealModel | None) -> Callable[[Session], int]:
+    """Above the high-water mark, the agent loop nudges the model and executes its context_* calls."""
+    from engine.agent import Agent
+    from engine.demo.editor import SimulatedEditor
+
+    editor = real.chat() if real is not None else SimulatedEditor(model, cfg, session)
+    agent = Agent(session, editor, budget=cfg.budget, high_water=cfg.high_water, low_water=cfg.low_water,
+                  gate=True, max_steps=cfg.agent_steps)
+
+    def step(s: Session) -> int:
+        if s.tokens <= cfg.high_tokens:
+            return 0
+        before = s.position
+        result = agent.run()
+        run.nudges += result.nudges
+        run.model_calls += result.steps
+        run.tool_calls += len(result.context_calls)
+        run.tool_errors += sum(1 for c in result.context_calls if c.is_error)
+        edits = sum(1 for c in result.context_calls if not c.is_error and c.call.name in _EDITS)
+        return 1 if edits and s.position > before else 0
+
+    return step
+
+
+_EDITS = ("context_prune", "context_summarize", "context_rederive", "context_restore")
 
 
 def _run_policy(
@@ -443,41 +579,53 @@ def _run_policy(
     tokens: list[int],
     cfg: StudyConfig,
     progress: Callable[[int], None] | None,
+    real: RealModel | None = None,
 ) -> RunResult:
     started = time.perf_counter()
     strict = policy != "naive"
-    model = None if policy == "prune-only" else DriftingModel(
-        wl, seed=cfg.seed, drop=cfg.drop, merge=cfg.merge, invent=cfg.invent
-    )
-    stepper = _stepper(policy, model, cfg)
+    if policy == "prune-only":
+        model = None
+    elif real is not None:
+        model = real.rewriter() if policy != "model-driven" else None
+    else:
+        model = DriftingModel(wl, seed=cfg.seed, drop=cfg.drop, merge=cfg.merge, invent=cfg.invent)
+    sim = model if isinstance(model, DriftingModel) else None
     s = ledger.create_session(
         name,
         strict=strict,
         by="ctxledger demo",
         reason=(
             f"drift study seed={cfg.seed} cycles={cfg.cycles} budget={cfg.budget} policy={policy} "
-            f"drop={cfg.drop} merge={cfg.merge} invent={cfg.invent}"
+            + (f"drop={cfg.drop} merge={cfg.merge} invent={cfg.invent}" if real is None else f"model={real.name}")
         ),
     )
-    run = RunResult(policy=policy, session=name, strict=strict)
+    run = RunResult(policy=policy, session=name, strict=strict,
+                    model="" if policy == "prune-only" else (real.name if real is not None else "sim-model"))
+    stepper = _stepper(policy, model, cfg, s, run, real)
     turns = wl.turns()
     k = 0
     compactions = 0
+    span_of: list[str] = []  # turn k is recorded by span span_of[k - 1]
     with s.batch():
         t = turns[0]
-        s.observe(t.text, role=t.role, kind=t.kind, meta=t.meta, tokens=tokens[0], by="workload")
+        span_of.append(s.observe(t.text, role=t.role, kind=t.kind, meta=t.meta, tokens=tokens[0], by="workload").id)
         k = 1
+    if sim is not None and policy == "model-driven":
+        sim.turn_of = {span_of[0]: 1}
     for cycle in wl.cycles:
         with s.batch():
             for t in cycle.turns:
-                s.observe(t.text, role=t.role, kind=t.kind, meta=t.meta, tokens=tokens[k], by="workload")
+                sid = s.observe(t.text, role=t.role, kind=t.kind, meta=t.meta, tokens=tokens[k], by="workload").id
+                span_of.append(sid)
+                if sim is not None and sim.turn_of is not None:
+                    sim.turn_of[sid] = k + 1
                 k += 1
             run.peak_tokens = max(run.peak_tokens, s.tokens)
             compactions += stepper(s)
             label = f"cycle-{cycle.number}"
             run.positions[label] = s.mark(label, by="ctxledger demo")
         counts = _event_counts(s, run)
-        m = measure(s, wl, cycle.number, model)
+        m = measure(s, wl, cycle.number, sim, grounded_check=real is not None and policy != "prune-only", span_of=span_of)
         run.cycles.append(
             CycleMetrics(
                 cycle=cycle.number,
@@ -492,10 +640,14 @@ def _run_policy(
         )
         if progress is not None:
             progress(1)
-    if model is not None:
-        run.model_calls, run.model_drops, run.model_merges = model.calls, model.drops, model.merges
-        run.model_inventions = len(model.inventions)
-        run.inventions = _trace_inventions(s, model, run)
+    if sim is not None:
+        if policy != "model-driven":
+            run.model_calls = sim.calls
+        run.model_drops, run.model_merges = sim.drops, sim.merges
+        run.model_inventions = len(sim.inventions)
+        run.inventions = _trace_inventions(s, sim, run)
+    elif model is not None:
+        run.model_calls = getattr(model, "calls", 0) or run.model_calls
     run.seconds = time.perf_counter() - started
     return run
 
