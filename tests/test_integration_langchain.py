@@ -176,6 +176,25 @@ def test_async_agent_and_a_restarted_process_record_nothing_twice(file_url):
     led.close()
 
 
+def test_one_session_per_langgraph_thread():
+    """With a session function, each thread of a checkpointed agent records into its own session,
+    and the model of one thread never sees another thread's messages."""
+    led = ledger()
+    m = RecordingModel(seen=[], responses=[AIMessage("Hi Ada."), AIMessage("Hi Bob."), AIMessage("You are Ada.")])
+    mw = LedgerMiddleware(led, lambda config: f"thread-{config['configurable']['thread_id']}")
+    agent = create_agent(m, tools=[], middleware=[mw], checkpointer=InMemorySaver())
+    ada, bob = {"configurable": {"thread_id": "ada"}}, {"configurable": {"thread_id": "bob"}}
+    agent.invoke({"messages": [HumanMessage("I am Ada.")]}, ada)
+    agent.invoke({"messages": [HumanMessage("I am Bob.")]}, bob)
+    agent.invoke({"messages": [HumanMessage("Who am I?")]}, ada)
+    assert [x.content for x in m.seen[1]] == ["I am Bob."]
+    assert [x.content for x in m.seen[2]] == ["I am Ada.", "Hi Ada.", "Who am I?"]
+    sessions = {i.name: i.position for i in led.sessions()}
+    assert sessions == {"thread-ada": 5, "thread-bob": 3}
+    with pytest.raises(InvalidInputError, match="inside a run"):
+        mw.ledger_session
+
+
 # -- chat history ------------------------------------------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from engine.compaction import Compactor, StepResult
@@ -294,50 +294,93 @@ def _session(ledger: Ledger, session: Session | str) -> Session:
 # -- the agent middleware -----------------------------------------------------------------------------------
 
 
+class _Tracked:
+    """One ledger session the middleware records into: its view, and the keys of what it holds."""
+
+    def __init__(self, session: Session):
+        self.session = session
+        self.view = _view(session)
+        self._known: set[str] | None = None
+
+    def known(self) -> set[str]:
+        """Keys of every message this session ever recorded, pruned ones included (one scan of the
+        log, the first time)."""
+        if self._known is None:
+            self._known = {ev.meta[KEY] for ev in self.session.events() if type(ev) is Observed and KEY in ev.meta}
+        return self._known
+
+
 class LedgerMiddleware(AgentMiddleware):
-    """Records every new message of the agent's state in ``session`` (a Session, or a name created
-    when missing) and shows the model the ledger's live buffer instead of the raw state.
+    """Records every new message of the agent's state in a ledger session and shows the model the
+    ledger's live buffer instead of the raw state.
+
+    ``session`` is a ``Session``, a session name (created when missing), or a function of the run's
+    config returning a name, for one session per LangGraph thread:
+    ``LedgerMiddleware(ledger, lambda config: config["configurable"]["thread_id"])``.
 
     Before each model call: the state's messages not recorded yet are observed (a message is known by
     its id, so one recorded earlier, even if pruned since, is never recorded twice), the ``compactor``
     (if any) runs one step, and the model is called with the live buffer. After the agent finishes,
     the messages of its last step are recorded too. The graph state itself is never changed."""
 
-    def __init__(self, ledger: Ledger, session: Session | str, compactor: Compactor | None = None):
+    def __init__(self, ledger: Ledger, session: Session | str | Callable[[dict], str], compactor: Compactor | None = None):
         super().__init__()
         if compactor is not None and not callable(getattr(compactor, "step", None)):
             raise InvalidInputError(f"compactor must be a Compactor, not {type(compactor).__name__}")
         self.ledger = ledger
-        self.ledger_session = _session(ledger, session)
-        self._view = _view(self.ledger_session)
         self.compactor = compactor
         self.last_compaction: StepResult | None = None
-        self._recorded: set[str] | None = None
+        self._name_of: Callable[[dict], str] | None = None
+        self._tracked: dict[str, _Tracked] = {}
+        self._fixed: _Tracked | None = None
+        if callable(session) and not isinstance(session, (Session, str)):
+            if not isinstance(ledger, Ledger):
+                raise InvalidInputError(f"ledger must be a Ledger, not {type(ledger).__name__}")
+            self._name_of = session
+        else:
+            self._fixed = _Tracked(_session(ledger, session))
 
-    def _known(self) -> set[str]:
-        """Keys of every message this session ever recorded, pruned ones included (one scan of the
-        log, the first time)."""
-        if self._recorded is None:
-            self._recorded = {
-                ev.meta[KEY] for ev in self.ledger_session.events() if type(ev) is Observed and KEY in ev.meta
-            }
-        return self._recorded
+    @property
+    def ledger_session(self) -> Session:
+        """The session recorded into (for a per-thread middleware: the current run's)."""
+        return self._current().session
+
+    def _current(self) -> _Tracked:
+        if self._fixed is not None:
+            return self._fixed
+        from langgraph.config import get_config
+
+        try:
+            config = get_config()
+        except RuntimeError:
+            raise InvalidInputError("a per-thread LedgerMiddleware names its session only inside a run") from None
+        name = self._name_of(config)
+        if not isinstance(name, str) or not name:
+            raise InvalidInputError(f"the session function must return a session name (a non-empty str), not {name!r}")
+        tracked = self._tracked.get(name)
+        if tracked is None:
+            tracked = self._tracked[name] = _Tracked(open_session(self.ledger, name))
+        return tracked
 
     def record(self, messages: Sequence[BaseMessage]) -> list[Span]:
         """Observe the messages not recorded yet; returns the new spans."""
-        known = self._known()
+        return self._record(self._current(), messages)
+
+    def _record(self, tracked: _Tracked, messages: Sequence[BaseMessage]) -> list[Span]:
+        known = tracked.known()
         new = [m for m in messages if not (isinstance(m, BaseMessage) and isinstance(m.id, str) and m.id in known)]
         records = [r for r in _observations(new) if r[3][KEY] not in known]
-        spans = _write(self.ledger_session, records)
+        spans = _write(tracked.session, records)
         known.update(r[3][KEY] for r in records)
         return spans
 
     def model_view(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """Record ``messages`` (the state's), compact, and return what the model is to see."""
-        self.record(messages)
+        tracked = self._current()
+        self._record(tracked, messages)
         if self.compactor is not None:
-            self.last_compaction = self.compactor.step(self.ledger_session)
-        return to_messages(self._view)
+            self.last_compaction = self.compactor.step(tracked.session)
+        return to_messages(tracked.view)
 
     def wrap_model_call(self, request: Any, handler: Any) -> Any:
         return handler(request.override(messages=self.model_view(request.messages)))
