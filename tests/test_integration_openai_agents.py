@@ -20,7 +20,7 @@ from agents.memory import is_openai_responses_compaction_aware_session  # noqa: 
 from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
 from conftest import drop_schema, postgres_url  # noqa: E402
 
-from engine import Compactor, EstimateCounter, InvalidInputError, Ledger, Observed, Pruned  # noqa: E402
+from engine import Compactor, EstimateCounter, InvalidInputError, Ledger, Observed, Pruned, RewriteOldest, Rewritten  # noqa: E402
 from engine.integrations.openai_agents import LedgerSession  # noqa: E402
 
 set_tracing_disabled(True)
@@ -164,6 +164,25 @@ def test_compaction_between_turns_is_what_the_next_model_call_sees():
     # nothing was lost: the log still holds every original tool output
     outputs = [ev for ev in s.events() if isinstance(ev, Observed) and ev.kind == "tool_result"]
     assert len(outputs) == 3 and all("Rotterdam" in ev.text or ev.text == "5" for ev in outputs)
+
+
+def test_a_rewriting_compactor_summarizes_old_turns_and_the_model_sees_the_marked_summary():
+    led = ledger()
+    compactor = Compactor(budget=700, keep_last_turns=1, strategies=[RewriteOldest(summary_tokens=40)])
+    session = LedgerSession("rewriting", ledger=led, compactor=compactor)
+    model = ScriptedModel(script())
+    for text in TURNS:
+        run(Runner.run(agent_with(model), text, session=session))
+    s = session.ledger_session
+    rewrites = [ev for ev in s.events() if isinstance(ev, Rewritten)]
+    assert rewrites and rewrites[0].by == "compactor:rewrite-oldest"
+    d = rewrites[0].span_id
+    seen = model.last_call.input
+    assert seen[0]["content"].startswith(f"[derived {d} · summary of o1")
+    assert_pairs_valid(seen)
+    # the summary was written from the originals, which the log still holds
+    assert s.originals(d)[0].text == TURNS[0]
+    assert all(sp.generation <= 1 for sp in s.spans())
 
 
 def test_a_derived_span_comes_back_as_a_marked_message_and_pairs_stay_valid():
