@@ -48,7 +48,7 @@ aside { position: sticky; top: 8px; max-height: calc(100vh - 16px); overflow-y: 
 pre { white-space: pre-wrap; word-break: break-word; margin: 2px 0; font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; }
 pre.text { max-height: 9.5em; overflow: hidden; } pre.text.full { max-height: none; overflow: visible; }
 .more { color: var(--muted); }
-.event h2 .etype { font-family: ui-monospace, monospace; }
+.event h2 .etype { font-family: ui-monospace, monospace; } pre.evtext { max-height: 8em; overflow: auto; }
 .event.RewriteRefused { border-color: var(--RewriteRefused); } .event.Rewritten { border-color: var(--Rewritten); }
 .bufhead { margin-top: 4px; }
 .tag { font-size: 11px; color: var(--warn); }

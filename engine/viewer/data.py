@@ -271,37 +271,41 @@ _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 
 
 def grounding_sentences(text: str, sources: list[str]) -> list[dict[str, Any]]:
-    """A derived text checked against its original sources sentence by sentence: each sentence
-    with its unsupported specifics (value, severity, message, offset within the sentence)."""
+    """A derived text checked against its original sources (one ``projections.check`` of the whole
+    text), its findings laid out sentence by sentence: each sentence with the findings that point
+    into it (value, severity, message, offset within the sentence; -1 when a finding names no
+    place, and then it goes with the sentence that contains its value, or the first)."""
     from projections import check
-    from projections.specifics import SourceIndex
 
-    index = SourceIndex.build(sources)
-    out: list[dict[str, Any]] = []
+    result = check(text, sources, with_coverage=False)
+    bounds: list[tuple[int, int]] = []
     pos = 0
     for m in [*_SENTENCE.finditer(text), None]:
         end = m.start() if m is not None else len(text)
-        sentence = text[pos:end]
-        if sentence.strip():
-            result = check(sentence, sources, index=index, with_coverage=False)
-            out.append(
-                {
-                    "text": sentence,
-                    "findings": [
-                        {
-                            "kind": f["kind"],
-                            "value": f.get("value", ""),
-                            "severity": f["severity"],
-                            "message": f["message"],
-                            "offset": f.get("offset", -1),
-                        }
-                        for f in result.findings
-                    ],
-                }
-            )
+        if text[pos:end].strip():
+            bounds.append((pos, end))
         if m is None:
             break
         pos = m.end()
+    if not bounds:
+        bounds = [(0, len(text))]
+    out = [{"text": text[a:b], "findings": []} for a, b in bounds]
+    for f in result.findings:
+        offset = f.get("offset", -1)
+        value = f.get("value", "") or ""
+        k = next((i for i, (a, b) in enumerate(bounds) if a <= offset < b), None) if offset >= 0 else None
+        if k is None:
+            k = next((i for i, (a, b) in enumerate(bounds) if value and value in text[a:b]), 0)
+        a = bounds[k][0]
+        out[k]["findings"].append(
+            {
+                "kind": f["kind"],
+                "value": value,
+                "severity": f["severity"],
+                "message": f["message"],
+                "offset": offset - a if offset >= a else -1,
+            }
+        )
     return out
 
 

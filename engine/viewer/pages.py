@@ -42,7 +42,7 @@ def page(title: str, body: str, *, page_id: str, data: dict[str, Any] | None = N
         "<!doctype html>\n"
         f'<html lang="en" data-page="{page_id}" data-rendered="pending"{attrs}>\n<head>\n'
         '<meta charset="utf-8">\n<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        '<meta name="referrer" content="no-referrer">\n'
+        '<meta name="referrer" content="no-referrer">\n<link rel="icon" href="data:,">\n'
         f"<title>{esc(title)}</title>\n"
         '<link rel="stylesheet" href="/_static/viewer.css">\n'
         '<script src="/_static/viewer.js" defer></script>\n'
