@@ -301,6 +301,35 @@ def test_pruned_halves_become_placeholders_or_plain_messages_never_orphans():
     assert view[0].content.startswith(f"[derived {d.id} ") and "not an observation" in view[0].content
 
 
+def test_the_two_adapters_read_each_others_sessions():
+    """A session written through one adapter reads through the other: spans without the other's
+    original come back as plain messages and tool pairs (nothing is taken for what it is not)."""
+    pytest.importorskip("agents", reason="the openai-agents extra is not installed")
+    from engine.integrations.openai_agents import LedgerSession
+
+    led = ledger()
+    h = LedgerChatMessageHistory(led, "shared")
+    big = "x" * 300_000  # too large for meta: kept as JSON in the span text
+    h.add_messages(conversation()[1:5] + [AIMessage("done", additional_kwargs={"blob": big})])
+    items = LedgerSession("shared", ledger=led).items()
+    assert items[0] == {"role": "user", "content": "Add 2 and 3, then look up ACC-9."}
+    assert items[1]["type"] == "function_call" and items[1]["arguments"] == '{"a":2,"b":3}'
+    assert [i.get("type") for i in items[1:5]] == ["function_call", "function_call", "function_call_output", "function_call_output"]
+    assert items[5]["role"] == "assistant" and items[5]["content"].startswith('{"type":"ai"')
+
+    sdk = LedgerSession("other", ledger=led)
+    sdk.observe_items([
+        {"role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": "c1", "name": "add", "arguments": '{"a":1}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "1"},
+        {"type": "reasoning", "id": "rs", "summary": [], "encrypted_content": "y" * 300_000},
+    ])
+    msgs = LedgerChatMessageHistory(led, "other").messages
+    assert [type(m).__name__ for m in msgs] == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
+    assert msgs[1].tool_calls[0]["id"] == "c1" and msgs[2].tool_call_id == "c1"
+    assert_pairs_valid(msgs)
+
+
 @pytest.mark.parametrize(
     "bad, says",
     [

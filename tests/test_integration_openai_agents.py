@@ -292,6 +292,7 @@ def test_unknown_and_unusual_items_are_kept_and_given_back_unchanged():
         {"type": "function_call_output", "call_id": "lonely", "output": [{"type": "input_text", "text": "hi"}]},
         {"type": "custom_tool_call", "call_id": "cc", "name": "grep", "input": "foo"},
         {"type": "custom_tool_call_output", "call_id": "cc", "output": "bar"},
+        {"role": "user", "content": "big attachment", "x-blob": "z" * 300_000},
     ]
     s = LedgerSession("shapes", ledger=ledger())
     run(s.add_items(items))

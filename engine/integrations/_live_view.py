@@ -25,6 +25,9 @@ from engine.render import render
 from engine.session import Session
 from engine.spans import Span
 
+_encode = msgspec.json.encode
+_msgpack = msgspec.msgpack.encode
+
 __all__ = [
     "Entry",
     "Shown",
@@ -262,9 +265,6 @@ def fits_meta(meta: dict[str, Any]) -> bool:
     except (TypeError, ValueError, msgspec.EncodeError, UnicodeEncodeError):
         return True  # not JSON at all: let validate.meta raise its typed error
 
-
-_encode = msgspec.json.encode
-_msgpack = msgspec.msgpack.encode
 
 
 def to_json_text(value: Any, what: str) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -61,7 +62,7 @@ BY = "langchain"
 
 # meta keys (besides the tool-pairing contract's tool_call_id / name / arguments)
 MESSAGE = "message"  # the original message as message_to_dict gives it, minus the span's text
-ITEM_TEXT = "item_text"  # "content" when the span text is the message content; "*" when it is the JSON
+MESSAGE_TEXT = "message_text"  # "content" when the span text is the content; "*" when it is the whole message as JSON
 KEY = "lc_key"  # the message's id (or a digest), shared by every span of one message
 CALL = "lc_call"  # an AI message's tool call: its index ...
 CALLS = "lc_calls"  # ... and how many the message has
@@ -108,12 +109,14 @@ def _with_text(data: dict[str, Any], text: str, role: str, kind: str, meta: dict
     otherwise (as the span text in JSON when it is too large for meta)."""
     content = data["data"].get("content")
     if isinstance(content, str) and content.strip() and content == text:
-        slim = {**data, "data": {**data["data"], "content": None}}
-        return text, role, kind, {**meta, MESSAGE: slim, ITEM_TEXT: "content"}
-    full = {**meta, MESSAGE: data}
-    if fits_meta(full):
-        return text if text.strip() else "[empty]", role, kind, full
-    return to_json_text(data, "the message"), role, kind, {**meta, ITEM_TEXT: "*"}
+        slim = {**meta, MESSAGE: {**data, "data": {**data["data"], "content": None}}, MESSAGE_TEXT: "content"}
+        if fits_meta(slim):
+            return text, role, kind, slim
+    else:
+        full = {**meta, MESSAGE: data}
+        if fits_meta(full):
+            return text if text.strip() else "[empty]", role, kind, full
+    return to_json_text(data, "the message"), role, kind, {**meta, MESSAGE_TEXT: "*"}
 
 
 def message_to_observations(message: Any, index: int = 0) -> list[Observation]:
@@ -154,7 +157,7 @@ def message_to_observations(message: Any, index: int = 0) -> list[Observation]:
             if fits_meta(full):
                 records.append((first, "assistant", "tool_call", full))
             else:
-                records.append((to_json_text(data, where), "assistant", "tool_call", {**meta, ITEM_TEXT: "*"}))
+                records.append((to_json_text(data, where), "assistant", "tool_call", {**meta, MESSAGE_TEXT: "*"}))
         return records
     role = _ROLE_OF_TYPE.get(mtype)
     meta: dict[str, Any] = {KEY: key}
@@ -178,10 +181,8 @@ def _observations(messages: Any) -> list[Observation]:
 
 
 def _decoded(span: Span) -> dict[str, Any] | None:
-    field = span.meta.get(ITEM_TEXT)
+    field = span.meta.get(MESSAGE_TEXT)
     if field == "*":
-        import json
-
         return json.loads(span.text)
     data = span.meta.get(MESSAGE)
     if data is None:
@@ -198,6 +199,18 @@ def _plain(span: Span) -> BaseMessage:
     return _CLASS_OF_ROLE[span.role](content=span.text)
 
 
+def _args(arguments: Any) -> dict[str, Any]:
+    """A tool call's arguments as the dict LangChain wants (other adapters store a JSON string)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return {"arguments": arguments}
+    if arguments is None:
+        return {}
+    return arguments if isinstance(arguments, dict) else {"arguments": arguments}
+
+
 def _calls_message(spans: list[Span]) -> BaseMessage:
     """The AI message of a run of live tool-call spans of one message: the original when every call is
     live, else the message with only its live calls (its text kept when its first call is live)."""
@@ -205,7 +218,7 @@ def _calls_message(spans: list[Span]) -> BaseMessage:
     data = _decoded(first) if first.meta.get(CALL) == 0 else None
     if data is not None and len(spans) == first.meta.get(CALLS, 1):
         return messages_from_dict([data])[0]
-    calls = [{"name": s.meta["name"], "args": s.meta.get("arguments") or {}, "id": s.meta["tool_call_id"]} for s in spans]
+    calls = [{"name": s.meta["name"], "args": _args(s.meta.get("arguments")), "id": s.meta["tool_call_id"]} for s in spans]
     if data is not None:
         kept = {c["id"] for c in calls}
         d = dict(data["data"])

@@ -102,7 +102,10 @@ def _text_field(item: dict, field: str, role: str, kind: str, meta: dict[str, An
     value = item.get(field)
     if isinstance(value, str) and value.strip():
         # The field stays in place (as null) so the item comes back with its keys in their order.
-        return value, role, kind, {**meta, ITEM: {**item, field: None}, ITEM_TEXT: field}
+        slim = {**meta, ITEM: {**item, field: None}, ITEM_TEXT: field}
+        if fits_meta(slim):
+            return value, role, kind, slim
+        return _whole(item, value, role, kind, meta)
     if isinstance(value, list):
         fallback = _parts_text(value) or fallback
     return _whole(item, fallback if fallback.strip() else "[empty]", role, kind, meta)
