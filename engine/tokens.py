@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
+from itertools import islice
 from typing import Protocol, runtime_checkable
 
 from engine.errors import InvalidInputError
@@ -162,50 +163,55 @@ class BPECounter:
                 else:
                     self.backend = "bpe-openai"
                 words = _word_counts(self.name, self.backend)
-                self._first, self._spaced, self._words = words.first, words.spaced, words
+                self._words = words
+                self._first_get, self._spaced_getitem = words.first.get, words.spaced.__getitem__
                 self._space = whole(" ")
                 self._whole = whole
         return self._whole
 
     def count(self, text: str) -> int:
-        if self._whole is None:
-            self._load()
+        whole = self._whole or self._load()
         try:
             parts = text.split(" ")
         except (AttributeError, TypeError):
             raise InvalidInputError(f"can only count tokens of a str, not {type(text).__name__}") from None
-        rest = iter(parts)
+        n = self._first_get(parts[0])
+        if n is None:
+            if len(parts) == 1:
+                return self._count_head(text, alone=True)
+            n = self._count_head(parts[0], alone=False)
+            if n is None:  # the first part ends in whitespace: no guaranteed boundary after it
+                return whole(text)
+        elif len(parts) == 1:
+            return n
+        if parts[-1]:
+            body = islice(parts, 1, None)
+        else:  # a trailing space after a word is a piece of its own
+            n += self._space
+            body = islice(parts, 1, len(parts) - 1)
         try:
             # every part seen before: no tokenizing at all (see the module docstring for why the sum
-            # is exact; the dicts hold only parts whose edges make it so)
-            return self._first[next(rest)] + sum(map(self._spaced.__getitem__, rest))
+            # is exact; the cache holds only parts whose edges make it so)
+            return n + sum(map(self._spaced_getitem, body))
         except KeyError:
-            return self._count_parts(text, parts)
+            return self._count_new(text, parts[1:] if parts[-1] else parts[1:-1], n)
 
-    def _count_parts(self, text: str, parts: list[str]) -> int:
+    def _count_head(self, head: str, *, alone: bool) -> int | None:
+        """The count of a text's first part, remembered when it can start any text."""
+        ends_in_space = bool(head) and _ws(head[-1])
+        if ends_in_space and not alone:
+            return None
+        n = self._whole(head)
+        if not ends_in_space and len(head) <= _MAX_WORD_CHARS:
+            self._remember(self._words.first, head, n)
+        return n
+
+    def _count_new(self, text: str, body: list[str], n: int) -> int:
+        """Some parts after the first are not in the cache yet."""
         whole = self._whole
-        if len(parts) == 1 or "  " in text:
-            n = whole(text)
-            if len(parts) == 1 and len(text) <= _MAX_WORD_CHARS and not _ws(text[-1:] or "x"):
-                self._remember(self._first, text, n)
-            return n
-        head = parts[0]
-        if head and _ws(head[-1]):
+        if "  " in text:  # an empty part: a run of spaces is split by the lookahead, not at each space
             return whole(text)
-        n = self._first.get(head)
-        if n is None:
-            n = whole(head)
-            if len(head) <= _MAX_WORD_CHARS:
-                self._remember(self._first, head, n)
-        body = parts[1:]
-        if not body[-1]:  # a trailing space after a word is a piece of its own
-            body.pop()
-            n += self._space
-        spaced = self._spaced
-        try:
-            return n + sum(map(spaced.__getitem__, body))
-        except KeyError:
-            pass
+        spaced = self._words.spaced
         new = list(set(body).difference(spaced))
         if any(_ws(w[0]) or _ws(w[-1]) for w in new):  # a space next to other whitespace
             return whole(text)
