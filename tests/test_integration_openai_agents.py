@@ -212,6 +212,20 @@ def test_a_derived_span_comes_back_as_a_marked_message_and_pairs_stay_valid():
     assert_pairs_valid(items)
 
 
+def test_a_call_that_cannot_take_a_text_placeholder_becomes_a_plain_message_when_its_output_is_pruned():
+    call = {"type": "computer_call", "id": "cu_1", "call_id": "cc_1", "status": "completed",
+            "action": {"type": "click", "x": 1, "y": 2}, "pending_safety_checks": []}
+    output = {"type": "computer_call_output", "call_id": "cc_1",
+              "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,AAAA"}}
+    s = LedgerSession("computer", ledger=ledger())
+    spans = s.observe_items([{"role": "user", "content": "click it"}, call, output])
+    assert [(sp.kind, sp.meta["tool_call_id"]) for sp in spans[1:]] == [("tool_call", "cc_1"), ("tool_result", "cc_1")]
+    assert s.items()[1:] == [call, output]
+    s.ledger_session.prune(spans[2].id)
+    shown = s.items()[1]
+    assert shown["role"] == "assistant" and "cc_1" in shown["content"] and f"restore {spans[2].id}" in shown["content"]
+
+
 # -- resume ------------------------------------------------------------------------------------------------
 
 
