@@ -49,7 +49,7 @@ __all__ = [
 CHECKPOINT_LABEL = "imported"  # the mark whose reason holds the checkpoint (moved at every commit)
 MAX_TEXT_CHARS = 2_000_000  # longer texts (a huge tool output) are cut and say so in meta
 MAX_META_ARGS = 64 * 1024  # tool arguments beyond this stay in the span's text only
-CHUNK = 512  # items per write transaction (and per batched token count)
+CHUNK = 2048  # items per write transaction (one fsync each; a few MB of queued text at most)
 
 
 # -- the items a parser yields -------------------------------------------------------------------
