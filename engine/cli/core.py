@@ -299,8 +299,7 @@ def import_cmd(ctx, paths, fmt, name, skip_bad, as_json) -> None:
                 if name is not None or skip_bad:
                     raise InvalidInputError("a ctxledger export keeps its own session name; --session/--skip-bad do not apply")
                 s = ledger.import_(sys.stdin if path == "-" else path)
-                results.append({"format": "ctxledger", "source": path, "session": s.name,
-                                "sessions": [s.name], "position": s.position, "verified": s.verify().ok})
+                results.append({"session": s.name, "position": s.position, "verified": s.verify().ok})
                 continue
             from engine.importers import import_path
 
@@ -311,7 +310,7 @@ def import_cmd(ctx, paths, fmt, name, skip_bad, as_json) -> None:
         emit_json(results[0] if len(results) == 1 else results)
         return
     for r in results:
-        if r["format"] == "ctxledger":
+        if "format" not in r:  # a ctxledger export
             click.echo(f"imported session {r['session']!r}: {r['position']} events, chain verified")
         else:
             from engine.importers import ImportReport
