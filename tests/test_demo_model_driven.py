@@ -188,6 +188,7 @@ def test_cli_demo_with_a_real_model_says_which_model_produced_the_numbers(provid
     assert f"model: {provider}:local-model at {base}" in r.output
     assert f"Numbers produced by {provider}:local-model at {base}: a real experiment" in r.output
     assert "simulated model" not in r.output
+    assert "a real model keeps no book of what it invented" in r.output
     assert script.summary_requests > 0 and script.editor_requests > 0
     with Ledger.open(url) as ledger:
         naive = ledger.session("demo-naive")

@@ -38,6 +38,7 @@ class Story:
     guarded_invented: int = 0
     naive_survivors: int = 0
     model_driven: str = ""
+    simulated: bool = True  # False: a real model wrote the summaries (no book of what it invented)
     editing: dict[str, Any] = field(default_factory=dict)  # model-driven: what the model did, from its log
 
     def to_json(self) -> dict[str, Any]:
@@ -51,7 +52,12 @@ class Story:
     def lines(self) -> list[str]:
         out: list[str] = []
         inv = self.invention
-        if inv is None:
+        if inv is None and not self.simulated:
+            out.append(
+                f"{self.naive}: a real model keeps no book of what it invented; the audits below list every specific "
+                "a live summary states that none of its source observations does."
+            )
+        elif inv is None:
             out.append(f"{self.naive}: the model invented nothing that is still in the buffer at the end (try another --seed or a higher --invent).")
         else:
             n = len(inv.later_rewrites)
@@ -154,7 +160,8 @@ def tell(ledger: Ledger, result: StudyResult, workload: Workload | None = None, 
     runs = result.runs
     names = {p: r.session for p, r in runs.items()}
     story = Story(
-        naive=names.get("naive", ""), guarded=names.get("guarded", ""), prune_only=names.get("prune-only", "")
+        naive=names.get("naive", ""), guarded=names.get("guarded", ""), prune_only=names.get("prune-only", ""),
+        simulated=getattr(result, "simulated", True),
     )
     naive = runs.get("naive")
     if naive is not None:
