@@ -194,3 +194,62 @@ def test_the_real_session(ledger):
     assert "progress" not in result.reports[0].skipped  # the excerpt has no bookkeeping lines left
     with_ts = json.loads(REAL.read_text().splitlines()[0])
     assert with_ts["sessionId"] in s.name
+
+
+def test_an_interrupted_import_resumes_exactly(ledger, monkeypatch):
+    """Each write transaction carries the checkpoint: stop the writing pass halfway (Ctrl-C), import
+    again, and the session equals a clean import (nothing doubled, nothing skipped)."""
+    import engine.importers.runner as runner
+    from engine.importers.claude_code import IMPORTER
+
+    monkeypatch.setattr(runner, "CHUNK", 3)
+    real_parse = IMPORTER.parse
+    calls = {"n": 0}
+
+    def interrupted(records, ctx):
+        calls["n"] += ctx.source == CC
+        for i, item in enumerate(real_parse(records, ctx)):
+            if ctx.source == CC and calls["n"] == 2 and i == 12:  # the writing pass of the first run
+                raise KeyboardInterrupt
+            yield item
+
+    monkeypatch.setattr(IMPORTER, "parse", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        import_path(ledger, CC, name="cut")
+    part = ledger.session("cut")
+    assert 1 < Checkpoint.of(part).line < 39 and part.position > 2
+    monkeypatch.setattr(IMPORTER, "parse", real_parse)
+    import_path(ledger, CC, name="cut")
+    clean = import_path(Ledger.open("memory://"), CC).session
+    key = lambda s: [(sp.id, sp.text, sp.generation, sp.sources) for sp in s.spans()]  # noqa: E731
+    assert key(ledger.session("cut")) == key(clean)
+
+
+def test_a_transcript_that_starts_after_a_compaction(ledger, tmp_path):
+    lines = CC.read_bytes().splitlines(keepends=True)
+    f = tmp_path / "continued.jsonl"
+    f.write_bytes(b"".join(lines[19:]))  # begins with a compact boundary: nothing live to derive from
+    s = import_path(ledger, f, name="continued").session
+    first = next(ev for ev in s.events() if ev.type == "Observed")
+    assert first.meta["summary_without_sources"] and first.text.startswith("Summary:\n1. The user reported")
+
+
+def test_codex_local_compaction_with_a_replacement_history(ledger, tmp_path):
+    rows = [
+        {"timestamp": "t", "type": "session_meta", "payload": {"id": "rh"}},
+        {"timestamp": "t", "type": "response_item", "payload": {"type": "message", "role": "user",
+                                                                "content": [{"type": "input_text", "text": "Fix the flaky test."}]}},
+        {"timestamp": "t", "type": "response_item", "payload": {"type": "function_call", "name": "shell",
+                                                                "arguments": "{}", "call_id": "c1"}},
+        {"timestamp": "t", "type": "response_item", "payload": {"type": "function_call_output", "call_id": "c1",
+                                                                "output": "test_x failed 3 of 10 runs"}},
+        {"timestamp": "t", "type": "compacted", "payload": {"message": "test_x fails 3 of 10 runs.", "replacement_history": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the flaky test."}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "test_x fails 3 of 10 runs."}]}]}},
+    ]
+    f = tmp_path / "rollout.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = import_path(ledger, f, format="codex").session
+    (rw,) = [ev for ev in s.events() if ev.type == "Rewritten"]
+    assert rw.by == "codex:compact:local" and rw.text == "test_x fails 3 of 10 runs." and rw.sources == ("o2", "o3")
+    assert [sp.text for sp in s.spans()] == ["Fix the flaky test.", "test_x fails 3 of 10 runs."]
