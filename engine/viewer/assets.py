@@ -25,7 +25,7 @@ header.bar { display: flex; gap: 14px; align-items: baseline; margin-bottom: 8px
 #scrubber .row { display: flex; gap: 6px; align-items: center; flex-wrap: wrap; }
 #slider { flex: 1; min-width: 240px; } #pos { width: 8em; }
 button { font: inherit; padding: 2px 8px; cursor: pointer; }
-#curve { margin: 6px 0 0; height: 170px; position: relative; } #curve svg { width: 100%; height: 170px; display: block; cursor: crosshair; }
+#curve { margin: 6px 0 0; height: 200px; position: relative; } #curve svg { width: 100%; height: 200px; display: block; cursor: crosshair; }
 #curve .loading { color: var(--muted); padding: 60px 0; text-align: center; }
 .legend { color: var(--muted); font-size: 12px; margin: 2px 0 0; }
 .sw, .mk { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 10px; vertical-align: -1px; }
@@ -55,7 +55,7 @@ pre.text { max-height: 9.5em; overflow: hidden; } pre.text.full { max-height: no
 .bad { color: var(--bad); } .ok { color: var(--ok); } .warn { color: var(--warn); }
 mark.error { background: #fbd0cc; color: var(--bad); font-weight: 600; } mark.warning { background: #ffe9b8; }
 mark.info { background: #eee; }
-ol.grounding li.ok { color: var(--ink); } ol.grounding li.bad { color: var(--ink); }
+ol.grounding li.bad { border-left: 3px solid var(--bad); padding-left: 6px; } ol.grounding li.warn { border-left: 3px solid var(--warn); padding-left: 6px; }
 ol.grounding .why { color: var(--muted); font-size: 12px; }
 ul.tree, ul.tree ul { padding-left: 16px; } .snip { color: var(--muted); font-size: 12px; }
 table#sessions { border-collapse: collapse; background: #fff; width: 100%; }
@@ -126,10 +126,12 @@ JS = r"""
     var head = Number(root.getAttribute("data-head"));
     var at = Number(root.getAttribute("data-at"));
     var seq = 0, curve = null, selected = null;
+    var want = at;  // the last position asked for: keys pressed faster than the server answers add up
     var slider = $("slider"), pos = $("pos");
 
     function show(n, push) {
       n = Math.max(1, Math.min(head, Math.round(n)));
+      want = n;
       var mine = ++seq, t0 = performance.now();
       root.setAttribute("data-loading", String(n));
       return get(base + "/state?at=" + n, "html").then(function (html) {
@@ -149,7 +151,7 @@ JS = r"""
       });
     }
     function seek(dir) {
-      return get(base.replace(/^\/s\//, "/api/s/") + "/seek?from=" + at + "&dir=" + dir, "json").then(function (r) {
+      return get(base.replace(/^\/s\//, "/api/s/") + "/seek?from=" + want + "&dir=" + dir, "json").then(function (r) {
         if (r.position) return show(r.position, true);
         var note = $("event");
         if (note) { var p = document.createElement("p"); p.className = "meta"; p.textContent = r.message; note.appendChild(p); }
@@ -185,8 +187,8 @@ JS = r"""
       if ((tag === "input" && e.target.type !== "range") || tag === "textarea" || tag === "select") return;
       if (e.key === "Enter" && e.target.classList && e.target.classList.contains("span")) { openSpan(e.target.getAttribute("data-id")); return; }
       var go = null;
-      if (e.key === "ArrowLeft") go = e.shiftKey ? function () { return seek(-1); } : function () { return show(at - 1); };
-      else if (e.key === "ArrowRight") go = e.shiftKey ? function () { return seek(1); } : function () { return show(at + 1); };
+      if (e.key === "ArrowLeft") go = e.shiftKey ? function () { return seek(-1); } : function () { return show(want - 1); };
+      else if (e.key === "ArrowRight") go = e.shiftKey ? function () { return seek(1); } : function () { return show(want + 1); };
       else if (e.key === "Home") go = function () { return show(1, true); };
       else if (e.key === "End") go = function () { return show(head, true); };
       if (!go) return;
@@ -203,8 +205,8 @@ JS = r"""
     pos.addEventListener("change", function () { show(Number(pos.value), true); });
     $("first").addEventListener("click", function () { show(1, true); });
     $("last").addEventListener("click", function () { show(head, true); });
-    $("prev").addEventListener("click", function () { show(at - 1); });
-    $("next").addEventListener("click", function () { show(at + 1); });
+    $("prev").addEventListener("click", function () { show(want - 1); });
+    $("next").addEventListener("click", function () { show(want + 1); });
     $("prev-c").addEventListener("click", function () { seek(-1); });
     $("next-c").addEventListener("click", function () { seek(1); });
     if ($("marks")) $("marks").addEventListener("change", function () { if (this.value) show(Number(this.value), true); });
@@ -227,7 +229,7 @@ JS = r"""
     });
 
     // -- the live-token curve --------------------------------------------------------------
-    var NS = "http://www.w3.org/2000/svg", W = 1000, H = 170, L = 46, R = 8, T = 8, PH = 110, LANE = 9;
+    var NS = "http://www.w3.org/2000/svg", W = 1000, H = 200, L = 46, R = 8, T = 8, PH = 104, DH = 30, LANE = 8;
     var LANES = { Pruned: 0, Rewritten: 1, Rederived: 2, RewriteRefused: 3, Restored: 4, Expanded: 4 };
     function el(name, attrs, parent) {
       var e = document.createElementNS(NS, name);
@@ -265,7 +267,21 @@ JS = r"""
         el("path", { d: obs, fill: css("--obs"), "fill-opacity": "0.85", class: "area-observed" }, svg);
         el("path", { d: "M" + top.join(" L") + " L" + bottom.join(" L") + " Z", fill: css("--der"), class: "area-derived" }, svg);
       }
-      var base = T + PH + 8;
+      // derived tokens again on their own scale: summaries are small next to the observations
+      var dmax = 1;
+      pts.forEach(function (p) { dmax = Math.max(dmax, p[2]); });
+      var dTop = T + PH + 6;
+      function DY(v) { return dTop + DH - DH * v / dmax; }
+      el("line", { x1: L, x2: W - R, y1: dTop + DH, y2: dTop + DH, stroke: "#e3e3e8" }, svg);
+      el("text", { x: L - 4, y: dTop + 8, "text-anchor": "end" }, svg).textContent = fmt(dmax);
+      el("text", { x: L + 4, y: dTop + 8 }, svg).textContent = "derived tokens (own scale)";
+      if (pts.length) {
+        var dd = "M" + X(pts[0][0]).toFixed(1) + "," + DY(0);
+        pts.forEach(function (p) { dd += " L" + X(p[0]).toFixed(1) + "," + DY(p[2]).toFixed(1); });
+        dd += " L" + X(pts[pts.length - 1][0]).toFixed(1) + "," + DY(0) + " Z";
+        el("path", { d: dd, fill: css("--der"), class: "area-derived-own" }, svg);
+      }
+      var base = dTop + DH + 6;
       data.markers.forEach(function (m) {
         var r = el("rect", { x: (X(m[0]) - 1).toFixed(1), y: base + LANES[m[1]] * LANE, width: 2.5, height: LANE - 2,
                              fill: css("--" + m[1]), class: "marker marker-" + m[1], "data-at": m[0] }, svg);

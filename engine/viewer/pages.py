@@ -117,13 +117,13 @@ def session_page(name: str, at: int, head: int, state_html: str, marks: dict[str
 <span class="meta">{head:,} events · ←/→ one event · Shift+←/→ previous/next compaction · Home/End</span></header>
 <section id="scrubber" aria-label="position in the log">
   <div class="row">
-    <button id="first" title="first event (Home)">⏮</button>
-    <button id="prev-c" title="previous compaction (Shift+←)">⏪</button>
+    <button id="first" title="first event (Home)">|◀</button>
+    <button id="prev-c" title="previous compaction (Shift+←)">◀◀</button>
     <button id="prev" title="previous event (←)">◀</button>
     <input id="slider" type="range" min="1" max="{head}" value="{at}" aria-label="position">
     <button id="next" title="next event (→)">▶</button>
-    <button id="next-c" title="next compaction (Shift+→)">⏩</button>
-    <button id="last" title="the head (End)">⏭</button>
+    <button id="next-c" title="next compaction (Shift+→)">▶▶</button>
+    <button id="last" title="the head (End)">▶|</button>
     <label>position <input id="pos" type="number" min="1" max="{head}" value="{at}"></label>
     {f'<select id="marks" aria-label="jump to a mark"><option value="">marks…</option>{marks_html}</select>' if marks else ''}
   </div>
