@@ -298,8 +298,137 @@ class Gen:
         return self.cases
 
 
+# -- the claim kinds (issue 13): quotes, user instructions, completed work, pairings, negation ----
+# Written before the checks were tuned; the ``dev`` phrasings were used while tuning, the ``test``
+# phrasings (and vocabulary) never were. Sources carry roles here: a claim about what the user
+# asked is grounded in USER messages only.
+
+CLAIM_PHRASES = {
+    "dev": {
+        "asked": ["The user asked to {x}.", "User requested that we {x}.", "Per the user's instructions, {x}.", "The user wants us to {x}."],
+        "pass": ["All tests pass.", "The test suite is green now.", "Tests pass after the fix."],
+        "pushed": ["The changes were committed and pushed.", "Committed and pushed the fix to {branch}."],
+        "migrated": ["Migration {mig} completed successfully.", "The {mig} migration finished on {db}."],
+        "not_rolled": ["The {svc} deploy was not rolled back.", "{svc} {ver} was never rolled back."],
+        "succeeded": ["The {svc} deploy succeeded.", "{svc} {ver} rolled out successfully."],
+    },
+    "test": {
+        "asked": ["As the user requested, {x}.", "The user explicitly asked me to {x}.", "Following the user's request, {x}.", "The user's instruction was to {x}."],
+        "pass": ["Every test passes now.", "CI is green.", "The tests are passing."],
+        "pushed": ["I committed the change and pushed it to {branch}.", "Work is committed and pushed."],
+        "migrated": ["{mig} was applied successfully on {db}.", "The migration {mig} is done."],
+        "not_rolled": ["{svc} {ver} wasn't rolled back.", "No rollback of {svc} was needed."],
+        "succeeded": ["{svc} {ver} deployed successfully.", "The rollout of {svc} completed."],
+    },
+}
+
+INSTRUCTIONS = {
+    "dev": [
+        ("keep {svc} on the old API until {day}", "keep {svc} on the old API until {day}", "delete the {db} backups", "drop the {db} replica"),
+        ("rename the {path} file", "rename {path}", "rewrite {path} in Rust", "revert every change to {path}"),
+        ("pause the {svc} rollout", "pause the {svc} rollout", "roll {svc} back to the previous release", "scale {svc} to zero"),
+    ],
+    "test": [
+        ("leave {svc} alone until {day}", "leave {svc} untouched until {day}", "wipe the {db} staging data", "disable alerts for {svc}"),
+        ("bump the timeout in {path}", "raise the timeout in {path}", "delete {path}", "move {path} to the archive"),
+        ("open a ticket for the {svc} latency", "file a ticket about {svc} latency", "restart {svc} in production", "page the on-call for {svc}"),
+    ],
+}
+
+
+class ClaimGen(Gen):
+    def add(self, kind: str, label: str, sources: list[str], derived: str, altered: list[str] | None = None,
+            roles: list[str] | None = None) -> None:
+        super().add(kind, label, sources, derived, altered)
+        self.cases[-1]["roles"] = roles or [""] * len(sources)
+
+    def phrase(self, key: str, **kw) -> str:
+        return self.r.choice(CLAIM_PHRASES[self.split][key]).format(**kw)
+
+    def quotes(self) -> None:
+        svc, host = self.pick("services"), self.pick("hosts")
+        msgs = ["connection refused by upstream host", "permission denied while opening the socket", "certificate has expired for the domain", "too many open files in the worker"]
+        msg = self.r.choice(msgs)
+        code = self.r.randint(1, 9)
+        src = [f'{svc}: error "{msg}" (exit code {code}) on {host}', f"retrying {svc} in 30 s"]
+        roles = ["tool", "tool"]
+        self.add("quote", "faithful", src, f'{svc} failed on {host} with "{msg}".', roles=roles)
+        words = msg.split()
+        i = self.r.randrange(len(words) - 1)
+        near = " ".join(words[:i] + [words[i] + ("s" if not words[i].endswith("s") else "")] + words[i + 1 :])
+        self.add("near_quote", "faithful", src, f'The error was "{near}" on {host}.', roles=roles)
+        other = self.r.choice([m for m in msgs if m != msg])
+        self.add("invented_quote", "drift", src, f'{svc} reported "{other}".', [other], roles=roles)
+        queued = f"also check {self.pick('paths')} before you deploy"
+        src_q = [*src, queued]
+        self.add("quote", "faithful", src_q, f'While the agent worked the user added: "{queued}".', roles=[*roles, "user"])
+        esc = f'{{"level": "error", "message": "{msg}"}}'
+        self.add("quote", "faithful", [esc.replace('"', '\\"')], f'The log line was "message": "{msg}".', roles=["tool"])
+
+    def instructions(self) -> None:
+        svc, db, path, day = self.pick("services"), self.pick("dbs"), self.pick("paths"), self.r.choice(["Friday", "Monday", "Thursday"])
+        said, claim_ok, invented, assistant_idea = (s.format(svc=svc, db=db, path=path, day=day) for s in self.r.choice(INSTRUCTIONS[self.split]))
+        src = [f"please {said}, thanks", f"assistant: ok. I could also {assistant_idea} later if needed.", f"tool: {svc} healthy, 3 pods"]
+        roles = ["user", "assistant", "tool"]
+        self.add("instruction", "faithful", src, self.phrase("asked", x=claim_ok), roles=roles)
+        self.add("invented_instruction", "drift", src, self.phrase("asked", x=invented), [invented], roles=roles)
+        self.add("invented_instruction", "drift", src, self.phrase("asked", x=assistant_idea), [assistant_idea], roles=roles)
+        self.add("instruction", "faithful", src, f"Asked to {claim_ok}; {svc} is healthy with 3 pods.", roles=roles)
+
+    def completion(self) -> None:
+        n_fail, n_pass = self.r.randint(1, 9), self.r.randint(10, 200)
+        branch, mig, db = self.pick("branches"), f"{self.r.randint(10, 99):04d}_add_index", self.pick("dbs")
+        tests_fail = [f"$ pytest -q\n{n_fail} failed, {n_pass} passed in 4.2s", "assistant: I will look at the failures next."]
+        roles = ["tool", "assistant"]
+        self.add("false_completion", "drift", tests_fail, self.phrase("pass"), roles=roles)
+        self.add("completion", "faithful", tests_fail, f"Tests still fail: {n_fail} failed, {n_pass} passed.", roles=roles)
+        tests_fixed = [*tests_fail, f"$ pytest -q\n{n_pass + n_fail} passed in 4.0s"]
+        self.add("completion", "faithful", tests_fixed, self.phrase("pass"), roles=[*roles, "tool"])
+        push = [f"$ git push origin {branch}\n! [rejected] {branch} -> {branch} (non-fast-forward)\nerror: failed to push some refs"]
+        self.add("false_completion", "drift", push, self.phrase("pushed", branch=branch), roles=["tool"])
+        mig_src = [f"Running migration {mig} on {db}", f"{mig}: ERROR lock timeout, migration aborted"]
+        self.add("false_completion", "drift", mig_src, self.phrase("migrated", mig=mig, db=db), roles=["tool", "tool"])
+        self.add("completion", "faithful", mig_src, f"Migration {mig} on {db} was aborted after a lock timeout.", roles=["tool", "tool"])
+
+    def negation(self) -> None:
+        svc = self.pick("services")
+        ver = f"v{self.r.randint(1, 9)}.{self.r.randint(0, 20)}.{self.r.randint(0, 30)}"
+        t = self.time()
+        src = [f"deployed {svc} {ver} to prod at {t}", f"{svc} {ver}: error rate 12%, rolled back at {self.other_time(t)}"]
+        roles = ["tool", "tool"]
+        self.add("status_flip", "drift", src, self.phrase("not_rolled", svc=svc, ver=ver), roles=roles)
+        self.add("status_flip", "drift", src, self.phrase("succeeded", svc=svc, ver=ver), roles=roles)
+        self.add("negation_faithful", "faithful", src, f"{svc} {ver} was rolled back after its error rate hit 12%.", roles=roles)
+        ok_src = [f"deployed {svc} {ver} to prod at {t}", f"{svc} {ver}: healthy, no rollback"]
+        self.add("negation_faithful", "faithful", ok_src, self.phrase("not_rolled", svc=svc, ver=ver), roles=roles)
+
+    def pairings(self) -> None:
+        (p1, p2), (k1, k2) = self.pick("people", 2), self.pick("tickets", 2)
+        s1, s2 = self.pick("services", 2)
+        src = [f"{k1} assigned to {p1}: {s1} latency", f"{k2} assigned to {p2}: {s2} errors"]
+        roles = ["tool", "tool"]
+        self.add("swapped_pairing", "drift", src, f"{p1} owns {k2}.", roles=roles)
+        self.add("swapped_pairing", "drift", src, f"{k1} tracks the {s2} errors.", roles=roles)
+        self.add("pairing_faithful", "faithful", src, f"{p1} has {k1} ({s1} latency); {p2} has {k2}.", roles=roles)
+        c1, c2 = self.r.sample([500, 502, 503, 504], 2)
+        t1, t2 = self.time(), self.time()
+        fails = [f"GET /a -> {c1} from {s1} at {t1}", f"GET /b -> {c2} from {s2} at {t2}"]
+        self.add("merged_named", "drift", fails, f"The API failure (HTTP {c1} at {t1}) hit {s1} and {s2}.", roles=roles)
+        self.add("pairing_faithful", "faithful", fails, f"{s1} failed with {c1} at {t1}, then {s2} with {c2} at {t2}.", roles=roles)
+
+    def run(self, rounds: int) -> list[dict]:
+        for _ in range(rounds):
+            for fam in (self.quotes, self.instructions, self.completion, self.negation, self.pairings):
+                fam()
+        return self.cases
+
+
 def generate() -> list[dict]:
-    return Gen("dev", 1101).run(8) + Gen("test", 2202).run(12)
+    base = Gen("dev", 1101).run(8) + Gen("test", 2202).run(12)
+    claims = ClaimGen("dev", 3303).run(8) + ClaimGen("test", 4404).run(12)
+    for i, c in enumerate(claims):  # ids continue after the first families', per split
+        c["id"] = f"{c['split']}-c{i + 1:04d}"
+    return base + claims
 
 
 def main() -> None:

@@ -35,17 +35,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import engine  # noqa: E402,F401
 from _results import machine, write_section  # noqa: E402
-from projections.grounding import MERGED, UNSUPPORTED, check  # noqa: E402
+from projections.claims import Source  # noqa: E402
+from projections.grounding import DRIFT_KINDS, MERGED, UNSUPPORTED, check  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DRIFT = Path(__file__).resolve().parent / "data" / "drift_cases.jsonl"
 XSUM = ROOT.parent / "shared" / "data" / "xsumfaith" / "xsumfaith.jsonl"
 PUBLISHED = {"NER-Overlap": 62.3, "SummaC-ZS": 58.4, "SummaC-Conv": 66.4}
 PUBLISHED_FLOOR_F1 = 0.609
-COUNTED = (UNSUPPORTED, MERGED)
+COUNTED = DRIFT_KINDS
 
 
-def findings_of(derived: str, sources: list[str], vocabulary=None, severities=("error", "warning")) -> list[dict]:
+def findings_of(derived: str, sources: list[str], vocabulary=None, severities=("error", "warning"), roles=None) -> list[dict]:
+    if roles is not None:
+        sources = [Source(text, role) for text, role in zip(sources, roles)]
     result = check(derived, sources, with_coverage=False, lowercase_vocabulary=vocabulary)
     return [f for f in result.findings if f["kind"] in COUNTED and f["severity"] in severities]
 
@@ -63,7 +66,7 @@ def evaluate_drift(split: str = "test") -> dict:
     misses: list[str] = []
     false_alarms: list[str] = []
     for c in cases:
-        found = findings_of(c["derived"], c["sources"])
+        found = findings_of(c["derived"], c["sources"], roles=c.get("roles"))
         flagged = bool(found)
         per_kind[c["kind"]][0] += flagged
         per_kind[c["kind"]][1] += 1

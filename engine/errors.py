@@ -14,6 +14,7 @@
     ├── PositionOutOfRangeError      time travel outside 1..position
     ├── ConcurrencyError             another writer appended to the session first; nothing of ours was written
     ├── RewriterError                the rewriter failed (timeout, API error, bad output); nothing was written
+    ├── CheckerError                 a configured drift checker failed (judge endpoint, model files, bad reply)
     ├── ImportFormatError            an import file is malformed or tampered with; nothing was written
     └── StorageError                 the store cannot be used
         ├── NotALedgerError          the database belongs to something else
@@ -38,6 +39,7 @@ __all__ = [
     "SpanStateError",
     "RewritePolicyError",
     "GroundingError",
+    "CheckerError",
     "PositionOutOfRangeError",
     "ConcurrencyError",
     "RewriterError",
@@ -105,6 +107,11 @@ class GroundingError(RewritePolicyError):
 
 class PositionOutOfRangeError(LedgerError, IndexError):
     pass
+
+
+class CheckerError(LedgerError):
+    """A configured drift checker could not check: its endpoint failed, its model files are missing
+    or malformed, or its reply did not parse. Nothing is written because of it."""
 
 
 class ConcurrencyError(LedgerError):

@@ -27,6 +27,7 @@ from engine.store import LogStore, redact, session_uuid
 from engine.tokens import TokenCounter, default_counter
 from engine.transfer import import_lines, looks_like_export
 from projections.buffer import BufferState, apply
+from projections.checking import Checker
 
 __all__ = ["Ledger", "SessionInfo", "DEFAULT_URL", "session_uuid", "IMPORTERS_GROUP"]
 
@@ -50,10 +51,11 @@ class Ledger:
     ``store`` (an ``engine.store.LogStore``) is the extension point for code that reads the log in
     bulk or keeps its own projection beside it (the fleet view, search indexes)."""
 
-    def __init__(self, store: LogStore, counter: TokenCounter):
+    def __init__(self, store: LogStore, counter: TokenCounter, checker: Checker | None = None):
         self.store = store
         self.url = store.url
         self.counter = counter
+        self.checker = checker  # the drift checker sessions audit and gate with (None: the lexical default)
 
     # opening ---------------------------------------------------------------------------------
 
@@ -64,9 +66,14 @@ class Ledger:
         *,
         token_counter: TokenCounter | None = None,
         cipher_key: str | None = None,
+        checker: Checker | None = None,
     ) -> Ledger:
+        """Open (or create) the store at ``url``. ``checker``: the drift checker for audits and the
+        grounding gate (``projections.checking.Checker``; default the lexical checker)."""
+        if checker is not None and not isinstance(checker, Checker):
+            raise InvalidInputError(f"checker must have a name and check(summary, sources), not {type(checker).__name__}")
         url = url or os.environ.get("CTXLEDGER_URL") or DEFAULT_URL
-        return cls(LogStore.open(url, cipher_key=cipher_key), token_counter or default_counter())
+        return cls(LogStore.open(url, cipher_key=cipher_key), token_counter or default_counter(), checker)
 
     @property
     def snapshot_min_bytes(self) -> int:
@@ -129,7 +136,7 @@ class Ledger:
             self.store.remember_fork(session_id, (started.forked_from, started.fork_position))
         state = self.store.fork_state(started, parent_state) if started.forked_from is not None else None
         state = apply(state, started, lambda p: self.store.read_event(session_id, p))
-        session = Session.starting(self.store, self.counter, state, started, payload)
+        session = Session.starting(self.store, self.counter, state, started, payload, checker=self.checker)
         try:
             self.store.save(session)
         except ConcurrencyError:
@@ -149,7 +156,7 @@ class Ledger:
         else:
             raise InvalidInputError(f"session name must be a non-empty str, not {name_or_id!r}")
         state, head = self.store.load(session_id, display=str(name_or_id))
-        return Session(self.store, self.counter, state, head)
+        return Session(self.store, self.counter, state, head, checker=self.checker)
 
     def __contains__(self, name: str) -> bool:
         return isinstance(name, str) and bool(name) and self.store.exists(session_uuid(name))

@@ -45,6 +45,7 @@ from engine.spans import ROLES, Provenance, Span, derived_id, ordinal
 from engine.store import LogStore
 from engine.tokens import TokenCounter
 from projections.buffer import BufferState, apply, span_from_event
+from projections.checking import Checker, Source, gate_errors
 
 _force_setattr = msgspec.structs.force_setattr
 _OBSERVED_KINDS = ("message", "tool_call", "tool_result")
@@ -57,6 +58,7 @@ class _Reader:
 
     _store: LogStore
     _state: BufferState
+    checker: Checker | None = None  # judges derived spans in audit, blame and the gate (None: lexical)
 
     @property
     def id(self) -> UUID:
@@ -289,14 +291,14 @@ class _Reader:
         n = self.resolve_position(n)
         stored, pending = self._unsaved()
         if n == self.position:
-            return SessionView(self._store, LogStore.copy_state(self._state), tuple(pending))
+            return SessionView(self._store, LogStore.copy_state(self._state), tuple(pending), checker=self.checker)
         if n <= stored:
-            return SessionView(self._store, self._store.state_at(self.id, n))
+            return SessionView(self._store, self._store.state_at(self.id, n), checker=self.checker)
         unsaved = tuple(pending[: n - stored])
         state = self._store.state_at(self.id, stored)
         for ev in unsaved:
             state = apply(state, ev, self._load)  # positions up to n read the same from the session
-        return SessionView(self._store, state, unsaved)
+        return SessionView(self._store, state, unsaved, checker=self.checker)
 
     def rebuild(self) -> BufferState:
         """The buffer at this position rebuilt from the first event, ignoring snapshots."""
@@ -387,8 +389,11 @@ def _touches(ev: Event, span_id: str) -> bool:
 class SessionView(_Reader):
     """A session as it was at one position. Read-only."""
 
-    def __init__(self, store: LogStore, state: BufferState, unsaved: tuple[Event, ...] = ()):
+    def __init__(
+        self, store: LogStore, state: BufferState, unsaved: tuple[Event, ...] = (), *, checker: Checker | None = None
+    ):
         self._store = store
+        self.checker = checker
         self._state = state
         # events after the stored log (a view taken inside an open batch), and where they start
         self._pending_view = unsaved
@@ -405,9 +410,12 @@ class Session(_Reader):
     """One agent's context buffer and the log behind it. Obtain from ``Ledger.create_session`` or
     ``Ledger.session``; every command validates, then appends exactly one event."""
 
-    def __init__(self, store: LogStore, counter: TokenCounter, state: BufferState, head: bytes):
+    def __init__(
+        self, store: LogStore, counter: TokenCounter, state: BufferState, head: bytes, *, checker: Checker | None = None
+    ):
         self._store = store
         self.counter = counter  # counts a text's tokens when observe() is not given them
+        self.checker = checker
         self._stale = False
         self._state = state
         self._head = head
@@ -418,11 +426,18 @@ class Session(_Reader):
 
     @classmethod
     def starting(
-        cls, store: LogStore, counter: TokenCounter, state: BufferState, started: Event, payload: bytes
+        cls,
+        store: LogStore,
+        counter: TokenCounter,
+        state: BufferState,
+        started: Event,
+        payload: bytes,
+        *,
+        checker: Checker | None = None,
     ) -> Session:
         """A new session whose first event (its ``SessionStarted``, already folded into ``state``)
         is pending: the caller saves it with ``store.save``."""
-        session = cls(store, counter, state, chain_hash(payload))
+        session = cls(store, counter, state, chain_hash(payload), checker=checker)
         session._pending.append(started)
         session._payloads.append(payload)
         return session
@@ -755,19 +770,25 @@ class Session(_Reader):
         return self.position
 
     def _gate(self, command: str, inputs: Sequence[str], text: str, originals: list[Span], by: str) -> None:
-        """The opt-in grounding gate: refuse (and record) a rewrite that adds unsupported specifics."""
-        from projections.grounding import gate_findings
-
-        findings = gate_findings(text, [s.text for s in originals])
+        """The opt-in grounding gate: refuse (and record) a rewrite that adds unsupported specifics
+        (or, with a model-based checker configured, any error-level drift it finds)."""
+        findings = gate_errors(self.checker, text, [Source(s.text, s.role) for s in originals])
         if not findings:
             return
         from engine.errors import GroundingError
 
         values = ", ".join(repr(f["value"]) for f in findings[:5])
-        message = (
-            f"refusing to {command} {', '.join(inputs)}: the text states {values} which "
-            f"{'is' if len(findings) == 1 else 'are'} in none of its {len(originals)} source observations"
-        )
+        if all(f.get("kind") == "unsupported-specific" for f in findings):
+            message = (
+                f"refusing to {command} {', '.join(inputs)}: the text states {values} which "
+                f"{'is' if len(findings) == 1 else 'are'} in none of its {len(originals)} source observations"
+            )
+        else:
+            checker = findings[0].get("checker", "the checker")
+            message = (
+                f"refusing to {command} {', '.join(inputs)}: {checker} finds it unsupported by its "
+                f"{len(originals)} source observations: " + "; ".join(f["message"] for f in findings[:3])
+            )
         self._emit(
             RewriteRefused,
             command=command,

@@ -37,7 +37,9 @@ from engine.events import (
 from engine.spans import Provenance, Span
 from projections.buffer import apply
 from projections.buffer import BufferState
-from projections.grounding import MERGED, check
+from projections.claims import Source
+from projections.checking import LEXICAL, Checker, run_checker
+from projections.grounding import MERGED
 from projections.specifics import SourceIndex
 
 if TYPE_CHECKING:
@@ -58,6 +60,7 @@ class Finding(msgspec.Struct, frozen=True, kw_only=True):
     positions: tuple[int, ...] = ()
     value: str = ""
     category: str = ""
+    checker: str = ""  # the drift checker that produced a grounding finding ("lexical", "llm:…", "nli:…")
 
 
 class SpanCoverage(msgspec.Struct, frozen=True, kw_only=True):
@@ -84,6 +87,7 @@ class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
     derived_checked: int = 0
     chain_ok: bool = True
     coverage: tuple[SpanCoverage, ...] = ()
+    checker: str = "lexical"  # the drift checker that judged the derived spans
 
     def __bool__(self) -> bool:
         return self.ok
@@ -113,8 +117,8 @@ class _Fold:
         self.reader = reader
         self.state: BufferState | None = None
         self.findings: list[Finding] = []
-        # derived span id -> ((source position, observed text), ...) captured when it was made
-        self.source_texts: dict[str, tuple[tuple[int, str], ...]] = {}
+        # derived span id -> ((source position, observed text, role), ...) captured when it was made
+        self.source_texts: dict[str, tuple[tuple[int, str, str], ...]] = {}
         # derived span id -> (position, inputs, generation) of a rewrite that consumed derived spans
         self.violations: dict[str, tuple[int, tuple[str, ...], int]] = {}
         self.failed_at: int | None = None
@@ -162,7 +166,7 @@ class _Fold:
 
     def _rewritten(self, ev: Rewritten) -> None:
         live = self.state.live
-        captured: list[tuple[int, str]] = []
+        captured: list[tuple[int, str, str]] = []
         expect_ids: list[str] = []
         expect_pos: list[int] = []
         derived_inputs: list[str] = []
@@ -171,7 +175,7 @@ class _Fold:
             if span is None:
                 return  # apply() will report the event as unreplayable
             if span.provenance is Provenance.OBSERVED:
-                captured.append((span.position, span.text))
+                captured.append((span.position, span.text, span.role))
                 expect_ids.append(span.id)
                 expect_pos.append(span.position)
             else:
@@ -273,8 +277,8 @@ def _compare(rebuilt: BufferState, state: BufferState, position: int) -> Finding
     )
 
 
-def _sources_of(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Event | None]) -> tuple[list[str], list[Finding]]:
-    """The texts of a live derived span's original observations, and findings about them."""
+def _sources_of(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Event | None]) -> tuple[list[Source], list[Finding]]:
+    """A live derived span's original observations (text and role), and findings about them."""
     findings: list[Finding] = []
     derived = [s for s in span.sources if not s.startswith("o")]
     if derived:
@@ -305,9 +309,9 @@ def _sources_of(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Eve
         )
         return [], findings
     captured = fold.source_texts.get(span.id)
-    if captured is not None and tuple(p for p, _ in captured) == span.source_positions:
-        return [t for _, t in captured], findings
-    texts: list[str] = []
+    if captured is not None and tuple(c[0] for c in captured) == span.source_positions:
+        return [Source(text, role) for _, text, role in captured], findings
+    texts: list[Source] = []
     for span_id, position in zip(span.sources, span.source_positions):
         if position not in cache:
             try:
@@ -316,7 +320,7 @@ def _sources_of(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Eve
                 cache[position] = None
         ev = cache[position]
         if type(ev) is Observed and ev.span_id == span_id:
-            texts.append(ev.text)
+            texts.append(Source(ev.text, ev.role))
             continue
         what = "is not in the log" if ev is None else f"holds a {type(ev).__name__} of {getattr(ev, 'span_id', '?')}"
         findings.append(
@@ -331,8 +335,10 @@ def _sources_of(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Eve
     return texts, findings
 
 
-def audit(reader: LogReader) -> AuditReport:
-    """Audit ``reader`` (a Session, or a SessionView for an earlier position)."""
+def audit(reader: LogReader, checker: Checker | None = None) -> AuditReport:
+    """Audit ``reader`` (a Session, or a SessionView for an earlier position). Derived spans are
+    judged by ``checker``, else by the reader's configured checker, else the lexical default."""
+    checker = checker or getattr(reader, "checker", None) or LEXICAL
     position = reader.position
     walk = reader.chain_walk()
     fold = _Fold(reader)
@@ -395,7 +401,7 @@ def audit(reader: LogReader) -> AuditReport:
         if not texts:
             continue
         checked += 1
-        result = check(span.text, texts, index=SourceIndex.build(texts))
+        result = run_checker(checker, span.text, texts)
         for f in result.findings:
             positions = (span.position,)
             if f["kind"] == MERGED:
@@ -408,6 +414,7 @@ def audit(reader: LogReader) -> AuditReport:
                     positions=positions,
                     value=f["value"],
                     category=f.get("category", ""),
+                    checker=f.get("checker", ""),
                     message=f"{span.id}: {f['message']}",
                 )
             )
@@ -449,5 +456,6 @@ def audit(reader: LogReader) -> AuditReport:
         derived_checked=checked,
         chain_ok=chain_ok,
         coverage=tuple(coverage),
+        checker=checker.name,
     )
 

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, LedgerError
 from projections.buffer import apply
+from projections.checking import LEXICAL, Checker, Source, run_checker
 from engine.events import Event, Expanded, Observed, Pruned, Rederived, Rewritten
 from engine.spans import Provenance, Span
 
@@ -54,6 +55,8 @@ class BlameHit(msgspec.Struct, frozen=True, kw_only=True):
     removed_position: int = 0
     removed_type: str = ""
     removed_by: str = ""
+    checker: str = ""  # for text in a live derived span: the drift checker that judged it
+    findings: tuple[str, ...] = ()  # what that checker says about the blamed text (empty: supported)
 
 
 class _Origin(msgspec.Struct, frozen=True):
@@ -68,8 +71,11 @@ def _short(text: str, width: int = 80) -> str:
     return one if len(one) <= width else one[: width - 1] + "…"
 
 
-def blame(reader: LogReader, text: str) -> list[BlameHit]:
-    """Blame ``text`` at the reader's position. Live hits first (buffer order), then removals."""
+def blame(reader: LogReader, text: str, checker: Checker | None = None) -> list[BlameHit]:
+    """Blame ``text`` at the reader's position. Live hits first (buffer order), then removals. Text
+    in a live derived span is also judged against the span's original observations by ``checker``
+    (else the reader's configured checker, else the lexical default)."""
+    checker = checker or getattr(reader, "checker", None) or LEXICAL
     if not isinstance(text, str):
         raise InvalidInputError(f"blame text must be a str, not {type(text).__name__}")
     needle = text.casefold().strip()
@@ -128,7 +134,10 @@ def blame(reader: LogReader, text: str) -> list[BlameHit]:
             continue
         live_ids.add(span.id)
         put = _content(reader, span.position, events)
-        hits.append(_hit(span, put, observed_with, first_with, derived_inputs, reader, events))
+        hit = _hit(span, put, observed_with, first_with, derived_inputs, reader, events)
+        if span.provenance is Provenance.DERIVED:
+            hit = _judged(hit, span, needle, reader, checker)
+        hits.append(hit)
     for span_id, (span, ev, how) in removed.items():
         if span_id in live_ids:
             continue
@@ -215,3 +224,23 @@ def _hit(
         at=put.at, origin_position=origin.position, origin_kind="derived", origin_span_id=origin_span,
         grounded=False, sources=n, text=_short(span.text), message=message,
     )
+
+
+def _judged(hit: BlameHit, span: Span, needle: str, reader: LogReader, checker: Checker) -> BlameHit:
+    """The checker's findings on the derived span that concern the blamed text."""
+    try:
+        sources = [Source(s.text, s.role) for s in reader.originals(span.id)]
+    except LedgerError:
+        return hit
+    result = run_checker(checker, span.text, sources)
+    at = span.text.casefold().find(needle)
+    about = []
+    for f in result.findings:
+        if f.get("severity") not in ("error", "warning"):
+            continue
+        value = str(f.get("value", "")).casefold()
+        offset = f.get("offset")
+        near = isinstance(offset, int) and at >= 0 and offset <= at + len(needle) and at <= offset + max(len(value), 1)
+        if needle in value or (value and value in needle) or near:
+            about.append(f["message"])
+    return msgspec.structs.replace(hit, checker=checker.name, findings=tuple(about))

@@ -22,6 +22,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from projections.claims import CLAIM_KINDS, Source, claim_findings
 from projections.specifics import Specific, SourceIndex, extract, grams, tokens
 
 __all__ = [
@@ -33,10 +34,15 @@ __all__ = [
     "coverage",
     "UNSUPPORTED",
     "MERGED",
+    "NEAR_QUOTE",
+    "DRIFT_KINDS",
+    "Source",
 ]
 
 UNSUPPORTED = "unsupported-specific"
 MERGED = "merged-events"
+NEAR_QUOTE = "near-quote"
+DRIFT_KINDS = (UNSUPPORTED, MERGED, *CLAIM_KINDS)  # the finding kinds that mean a summary drifted
 
 _CATEGORY_WORDS = {
     "time": "time",
@@ -95,6 +101,21 @@ def unsupported(
         if key in seen:
             continue
         seen.add(key)
+        if sp.category == "quote":
+            close = _near_quote(sp.value, index)
+            if close is not None:
+                out.append(
+                    {
+                        "kind": NEAR_QUOTE,
+                        "category": "quote",
+                        "value": sp.text,
+                        "severity": "info",
+                        "message": f"quotation {sp.text!r} is not verbatim; the closest source words are {close!r}",
+                        "offset": sp.start,
+                        "near": [close],
+                    }
+                )
+                continue
         severity = _severity(sp, index, near)
         what = _CATEGORY_WORDS.get(sp.category, sp.category)
         message = f"{what} {sp.text!r} is " + (
@@ -116,6 +137,36 @@ def unsupported(
             }
         )
     return out, len(found)
+
+
+NEAR_QUOTE_RATIO = 0.9  # a quote this close to source words (by character edits) is a near-quote, not an invention
+
+
+def _near_quote(value: str, index: SourceIndex) -> str | None:
+    """The source words closest to a quote that is not verbatim, when they differ by small edits
+    (a word changed or dropped, different punctuation, a typo): the same words, misquoted."""
+    from difflib import SequenceMatcher
+
+    words = value.split()
+    if len(words) < 3:
+        return None
+    want = len(words)
+    best, best_ratio = None, 0.0
+    for toks in index.tok_lists:
+        if len(set(words) & set(toks)) < want / 2:
+            continue
+        for size in (want - 1, want, want + 1):
+            if size < 1 or size > len(toks):
+                continue
+            for i in range(len(toks) - size + 1):
+                window = toks[i : i + size]
+                if window[0] not in words and window[-1] not in words:
+                    continue
+                candidate = " ".join(window)
+                ratio = SequenceMatcher(None, value, candidate, autojunk=False).ratio()
+                if ratio > best_ratio:
+                    best, best_ratio = candidate, ratio
+    return best if best_ratio >= NEAR_QUOTE_RATIO else None
 
 
 def _severity(sp: Specific, index: SourceIndex, near: list[str]) -> str:
@@ -225,32 +276,48 @@ def merged_events(text: str, sources: Sequence[str] | SourceIndex) -> list[dict]
             continue
         # events: (entities, source index) per sentence that reports one; sentences sharing an
         # entity are the same event
-        groups: list[tuple[dict[str, str], set[int]]] = []
+        groups: list[tuple[dict[str, str], set[int], set[str]]] = []
         for i, src in enumerate(texts):
             specifics = index.per_text[i] if index is not None else extract(src)
             for start, sentence in _sentences(src):
                 if not source_rx.search(sentence):
                     continue
                 end = start + len(sentence)
-                ents = _entities(sentence, [sp for sp in specifics if start <= sp.start and sp.end <= end])
+                inside = [sp for sp in specifics if start <= sp.start and sp.end <= end]
+                ents = _entities(sentence, inside)
                 if not ents:
                     continue
                 merged = [g for g in groups if _overlap(g[0], ents)]
-                new_ents, new_idx = dict(ents), {i}
+                new_ents, new_idx, new_attrs = dict(ents), {i}, _attributes(inside)
                 for g in merged:
                     new_ents.update(g[0])
                     new_idx |= g[1]
+                    new_attrs |= g[2]
                     groups.remove(g)
-                groups.append((new_ents, new_idx))
+                groups.append((new_ents, new_idx, new_attrs))
         if len(groups) < 2:
             continue
         labels = [next(iter(g[0].values())) for g in groups]
         named = [lab for g, lab in zip(groups, labels) if any(k in derived_grams for k in g[0])]
         if len(named) >= 2:
-            continue
-        severity = "error" if not named else "warning"
+            # several subjects named: a merge only where one phrase gives them one event's details
+            for candidate in singular_rx.finditer(text):
+                sentence = _sentence_at(text, candidate.start())
+                here = grams(tokens(sentence))
+                told = [g for g in groups if any(k in here for k in g[0])]
+                if len(told) >= 2 and _one_event_for_many(sentence, told):
+                    phrase = candidate
+                    named = [lab for g, lab in zip(groups, labels) if g in told]
+                    break
+            else:
+                continue
+        severity = "error" if len(named) != 1 else "warning"
         listing = ", ".join(labels[:4]) + (f" and {len(labels) - 4} more" if len(labels) > 4 else "")
-        which = "names none of them" if not named else f"names only {named[0]}"
+        which = (
+            "names none of them" if not named
+            else f"names only {named[0]}" if len(named) == 1
+            else f"gives {', '.join(named[:4])} one set of details"
+        )
         out.append(
             {
                 "kind": MERGED,
@@ -268,6 +335,29 @@ def merged_events(text: str, sources: Sequence[str] | SourceIndex) -> list[dict]
             }
         )
     return out
+
+
+def _attributes(specifics: list[Specific]) -> set[str]:
+    """What tells one event from another: its status codes, times, durations."""
+    return {sp.key for sp in specifics if sp.category in ("time", "quantity", "code") or (sp.category == "number" and not sp.weak)}
+
+
+def _sentence_at(text: str, offset: int) -> str:
+    return next((s for o, s in _sentences(text) if o <= offset < o + len(s) + 1), text)
+
+
+def _one_event_for_many(sentence: str, groups: list[tuple[dict[str, str], set[int], set[str]]]) -> bool:
+    """A sentence naming several events' subjects gives them one event ("the API failure (HTTP 503
+    at 13:58) hit billing-api and auth-service"): it states the details of exactly one of the
+    events, while the events' own details differ."""
+    mine = _attributes(extract(sentence))
+    if not mine:
+        return False
+    attrs = [g[2] for g in groups if g[2]]
+    if len(attrs) < 2 or any(a == b for i, a in enumerate(attrs) for b in attrs[i + 1 :]):
+        return False
+    holders = [a for a in attrs if mine & a]
+    return len(holders) == 1  # one event's details, told of several subjects
 
 
 def _sentences(text: str) -> list[tuple[int, str]]:
@@ -311,17 +401,22 @@ def coverage(text: str, index: SourceIndex, found: list[Specific] | None = None)
 
 def check(
     text: str,
-    sources: Sequence[str],
+    sources: Sequence[str | Source],
     *,
     index: SourceIndex | None = None,
     with_coverage: bool = True,
+    with_claims: bool = True,
     lowercase_vocabulary: frozenset[str] | None = None,
 ) -> GroundingResult:
-    """Check a derived text against the texts of its original observed sources."""
-    index = index if index is not None else SourceIndex.build(sources)
+    """Check a derived text against its original observed sources: their texts, or ``Source``s
+    (text and role) so that claims about what the user asked for are held to the user's words."""
+    srcs = [s if isinstance(s, Source) else Source(s) for s in sources]
+    index = index if index is not None else SourceIndex.build([s.text for s in srcs])
     found = extract(text, lowercase_vocabulary=lowercase_vocabulary)
     findings, n = unsupported(text, index, found=found)
     findings.extend(merged_events(text, index))
+    if with_claims:
+        findings.extend(claim_findings(text, srcs, index))
     result = GroundingResult(findings=findings, specifics=n)
     if with_coverage:
         result.source_specifics, result.dropped = coverage(text, index, found)

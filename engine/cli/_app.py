@@ -35,9 +35,18 @@ _json = msgspec.json.Encoder(enc_hook=lambda o: str(o))
     metavar="URL",
     help="Store: sqlite:///file.db, memory://, postgresql://user@host/db (or $CTXLEDGER_URL).",
 )
+@click.option(
+    "--checker",
+    "checker",
+    envvar="CTXLEDGER_CHECKER",
+    default="lexical",
+    show_default=True,
+    metavar="SPEC",
+    help="Drift checker for audit, blame, report, fleet and the gate: lexical, llm:MODEL[@BASE_URL], nli:DIR (or $CTXLEDGER_CHECKER).",
+)
 @click.version_option(package_name="ctxledger")
 @click.pass_context
-def main(ctx: click.Context, url: str) -> None:
+def main(ctx: click.Context, url: str, checker: str) -> None:
     """ctxledger: an event-sourced ledger for LLM context windows.
 
     Every observation, prune, rewrite and re-derivation is an immutable event; the live buffer is a
@@ -51,6 +60,7 @@ def main(ctx: click.Context, url: str) -> None:
     """
     ctx.ensure_object(dict)
     ctx.obj["url"] = url
+    ctx.obj["checker"] = checker
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0, 32), *range(127, 160))}
@@ -69,9 +79,11 @@ def shorten(text: str, width: int = 60) -> str:
 
 
 def open_ledger(ctx: click.Context):
+    from engine.checkers.spec import checker_from_spec
     from engine.ledger import Ledger
 
-    return Ledger.open(ctx.find_root().obj["url"])
+    obj = ctx.find_root().obj
+    return Ledger.open(obj["url"], checker=checker_from_spec(obj.get("checker")))
 
 
 def emit_json(obj: Any) -> None:

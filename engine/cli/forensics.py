@@ -57,6 +57,7 @@ def audit_cmd(ctx, session, at, severity, as_json) -> None:
             f"{report.errors} error{'s' if report.errors != 1 else ''}, "
             f"{report.warnings} warning{'s' if report.warnings != 1 else ''}, {report.infos} info; "
             f"{report.derived_checked} derived span{'s' if report.derived_checked != 1 else ''} checked"
+            + ("" if report.checker == "lexical" else f" by {report.checker}")
         )
         limit = _SEVERITY_RANK[severity]
         for f in report.findings:
@@ -100,6 +101,8 @@ def blame_cmd(ctx, session, text, at, as_json) -> None:
             mark = "grounded" if h.grounded else "NOT GROUNDED"
             click.echo(f"{h.span_id:<6} {state}  {h.event_type} at {h.position}{by} ({_when(h.at)})  {mark}")
             click.echo(f"       {h.message}")
+            for finding in h.findings:
+                click.echo(f"       {h.checker}: {finding}")
             click.echo(f"       {h.text!r}")
     if not hits:
         sys.exit(EXIT_FOUND)

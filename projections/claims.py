@@ -1,0 +1,431 @@
+"""Claims a summary makes that no single specific carries: what the user asked for, what was done,
+whether something failed, which fact belongs to which thing.
+
+Four deterministic checks over a derived text and its ORIGINAL sources (each with its role when
+known), beside the specifics check of ``projections.grounding``:
+
+- ``invented-instruction``: "the user asked to …", "per the user's instructions …" must be stated
+  by a USER source — not by a tool's output or by the assistant's own words (a resumed agent
+  executes what the summary says the user wanted);
+- ``unsupported-completion``: "tests pass", "committed and pushed", "migration completed", "fixed"
+  need a source that shows it done; one whose last word on it is a failure contradicts it;
+- ``status-flip``: a thing the summary calls succeeded / failed / rolled back / restarted (or not)
+  whose sources say the opposite;
+- ``swapped-pairing``: specifics a summary clause binds together (a service and a status code, a
+  ticket and a person) that each appear in the sources but never in one source span together.
+
+Findings are plain dicts like the grounding findings (``kind``, ``value``, ``severity``,
+``message``, ``offset``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from projections.specifics import SourceIndex, Specific, extract, tokens
+
+__all__ = [
+    "Source",
+    "claim_findings",
+    "user_instructions",
+    "completions",
+    "status_flips",
+    "swapped_pairings",
+    "INVENTED_INSTRUCTION",
+    "UNSUPPORTED_COMPLETION",
+    "STATUS_FLIP",
+    "SWAPPED_PAIRING",
+    "CLAIM_KINDS",
+]
+
+INVENTED_INSTRUCTION = "invented-instruction"
+UNSUPPORTED_COMPLETION = "unsupported-completion"
+STATUS_FLIP = "status-flip"
+SWAPPED_PAIRING = "swapped-pairing"
+CLAIM_KINDS = (INVENTED_INSTRUCTION, UNSUPPORTED_COMPLETION, STATUS_FLIP, SWAPPED_PAIRING)
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A source observation's text and who said it (``user``, ``assistant``, ``tool``, ``system``;
+    empty when unknown)."""
+
+    text: str
+    role: str = ""
+
+
+# -- shared text helpers ------------------------------------------------------------------------
+
+_STOP = frozenset(
+    """a an the of in on at to for by with from and or but is are was were be been being has have had
+    it its this that these those as after before over under into onto up down out off than then so
+    please can could would should will shall may might must do does did done not no yes just also
+    only very more most some any all each both me my i we our us you your they them their he she his
+    her him user users asked ask asks asking request requested requests wants wanted want instructed
+    instruction instructions told tell said says say per explicitly like would about again still keep""".split()
+)
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+_CLAUSE = re.compile(r";|,\s+(?:and|but|while|whereas)\s+|\s+(?:and|but|while|whereas|then)\s+|,\s+|:\s+")
+
+
+def _sentences(text: str) -> list[tuple[int, str]]:
+    out, pos = [], 0
+    for m in _SENTENCE.finditer(text):
+        out.append((pos, text[pos : m.start()]))
+        pos = m.end()
+    out.append((pos, text[pos:]))
+    return [(o, s) for o, s in out if s.strip()]
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def _content(text: str) -> set[str]:
+    """The words that carry a claim: stems of non-stop words, each specific (a path, a service, a
+    time) counted once as a whole, so a long path cannot outvote the verb beside it."""
+    units: set[str] = set()
+    rest = []
+    pos = 0
+    for sp in extract(text):
+        if sp.category == "quote":
+            continue
+        rest.append(text[pos : sp.start])
+        units.add("".join(tokens(sp.text)))
+        pos = max(pos, sp.end)
+    rest.append(text[pos:])
+    for t in tokens(" ".join(rest)):
+        if t.isdigit() or (len(t) >= 2 and t not in _STOP):
+            units.add(_stem(t))
+    return units
+
+
+# -- invented user instructions -------------------------------------------------------------------
+
+_INSTRUCTION = re.compile(
+    r"\b(?:the\s+)?user(?:'s)?\s+(?:has\s+|had\s+|also\s+|then\s+|explicitly\s+|specifically\s+)?"
+    r"(?:asked|requested|wants|wanted|instructed|told|insisted|prefers|preferred|would\s+like|needs|"
+    r"expects|demanded|directed|approved|agreed|confirmed|said|mentioned|specified|chose|decided)\b"
+    r"|\b(?:per|following|according\s+to|as\s+per)\s+(?:the\s+)?user(?:'s)?\s+(?:request|instructions?|wishes|"
+    r"preference|direction|guidance|orders?)\b"
+    r"|\bas\s+(?:the\s+)?user\s+(?:requested|asked|instructed|wanted|said)\b"
+    r"|\buser\s+(?:request|instruction|requirement)s?\s*(?::|was|were|is|are)"
+    r"|\bthe\s+user(?:'s)?\s+(?:request|instruction|requirement|ask)\s+(?:was|is)\s+to\b",
+    re.IGNORECASE,
+)
+INSTRUCTION_SUPPORT = 0.5  # share of the claim's content words a user message must state
+
+
+def user_instructions(text: str, sources: Sequence[Source]) -> list[dict]:
+    """Claims about what the user asked for that no user source states."""
+    out: list[dict] = []
+    if _INSTRUCTION.search(text) is None:
+        return out
+    known_roles = any(s.role for s in sources)
+    user_texts = [s.text for s in sources if s.role == "user"] if known_roles else [s.text for s in sources]
+    user_words = [_content(t) for t in user_texts]
+    user_index = SourceIndex.build(user_texts) if user_texts else None
+    for offset, sentence in _sentences(text):
+        m = _INSTRUCTION.search(sentence)
+        if m is None:
+            continue
+        claim = sentence[m.end() :].strip(" :,.-")
+        if len(claim) < 3:
+            claim = sentence[: m.start()].strip(" :,.-")  # "Keep v1 until Friday, as the user asked."
+        words = _content(claim)
+        if not words:
+            continue
+        best = max((len(words & uw) / len(words) for uw in user_words), default=0.0)
+        missing = []
+        if user_index is not None:
+            missing = [sp.text for sp in extract(claim) if not sp.weak and not user_index.supports(sp)[0]]
+        if best >= INSTRUCTION_SUPPORT and not missing:
+            continue
+        who = "no user message" if not user_texts else "none of the user's messages"
+        why = f" (the user never mentions {', '.join(repr(x) for x in missing[:3])})" if missing else ""
+        out.append(
+            {
+                "kind": INVENTED_INSTRUCTION,
+                "category": "instruction",
+                "value": sentence.strip(),
+                "severity": "error",
+                "message": f"the summary says the user asked for {_clip(claim)!r}, which {who} among its sources says{why}",
+                "offset": offset + m.start(),
+                "support": round(best, 2),
+            }
+        )
+    return out
+
+
+# -- completed-work claims and status flips ------------------------------------------------------
+
+# activity -> (how a summary names it being done, how a source names the activity)
+_ACTIVITIES: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
+    "tests": (
+        re.compile(r"\b(?:all\s+)?(?:the\s+)?(?:unit\s+|integration\s+)?tests?(?:\s+suite)?\s+(?:now\s+|all\s+)?(?:pass(?:es|ed|ing)?|(?:are|is)\s+(?:green|passing))\b|\btest\s+suite\s+is\s+green\b|\bCI\s+is\s+green\b", re.I),
+        re.compile(r"\b(?:tests?|pytest|test\s+suite|CI|jest|cargo\s+test|go\s+test|unittest|spec)\b", re.I),
+    ),
+    "commit": (
+        re.compile(r"\b(?:changes\s+(?:were|are|have\s+been)\s+)?(?:committed|pushed)\b", re.I),
+        re.compile(r"\bgit\s+(?:commit|push)\b|\b(?:commit(?:ted)?|push(?:ed)?)\b|\[\w[\w./-]*\s+[0-9a-f]{6,}\]|\bTo\s+\S+\.git\b", re.I),
+    ),
+    "migration": (
+        re.compile(r"\bmigrations?\b[^.;]{0,60}?\b(?:completed?|finished|succeeded|done|applied|ran\s+successfully)\b", re.I),
+        re.compile(r"\bmigrat(?:e|ed|es|ing|ion|ions)\b", re.I),
+    ),
+    "deploy": (
+        re.compile(r"\b(?:deploy(?:ment)?|rollout|release)\b[^.;]{0,60}?\b(?:completed?|finished|succeeded|done|successful|is\s+live)\b|\bsuccessfully\s+deployed\b", re.I),
+        re.compile(r"\b(?:deploy(?:ed|s|ing|ment)?|roll(?:ed)?\s*out|rollout|release)\b", re.I),
+    ),
+    "build": (
+        re.compile(r"\bbuild\b[^.;]{0,40}?\b(?:completed?|finished|succeeded|passe[sd]|is\s+green|successful)\b", re.I),
+        re.compile(r"\b(?:build|compil(?:e|ed|ing|ation))\b", re.I),
+    ),
+    "fix": (
+        re.compile(r"\b(?:fixed|resolved)\b", re.I),
+        re.compile(r"\b(?:fix(?:ed|es)?|resolv(?:e|ed)|patch(?:ed)?|pass(?:es|ed)?|works?|succeed(?:ed|s)?|ok)\b", re.I),
+    ),
+}
+_FAIL = re.compile(
+    r"\b(?:fail(?:ed|s|ing|ure|ures)?|errors?|errored|exception|traceback|aborted|rejected|denied|"
+    r"timed\s+out|refused|crash(?:ed|es)?|broken|rolled\s+back|reverted|exit\s+(?:code|status)\s*[1-9]\d*|"
+    r"non-zero|not\s+(?:found|ok|pass(?:ing|ed)?|complete[d]?|applied|pushed|committed)|conflict|"
+    r"could\s+not|couldn't|cannot|can't|unable)\b",
+    re.I,
+)
+_NO_FAIL = re.compile(r"\b(?:0|zero|no)\s+(?:fail(?:ed|ures?)|errors?)\b|\bwithout\s+(?:errors?|failures?)\b", re.I)
+_SUCCESS = re.compile(
+    r"\b(?:pass(?:ed|es|ing)?|ok|succeed(?:ed|s)?|success(?:ful(?:ly)?)?|complete[d]?|finished|done|applied|"
+    r"green|committed|pushed|merged|deployed|live|fixed|resolved|exit\s+(?:code|status)\s*0)\b"
+    r"|\[\w[\w./-]*\s+[0-9a-f]{6,}\]|\bTo\s+\S+\.git\b|->\s*\w+",
+    re.I,
+)
+
+
+_REQUEST = re.compile(
+    r"\b(?:please|can\s+you|could\s+you|would\s+you|make\s+sure|ensure|should|need\s+to|needs\s+to|must|"
+    r"let's|let\s+us|want\s+(?:you|to)|try\s+to|until)\b|\?\s*$",
+    re.I,
+)
+
+
+def _polarity(sentence: str) -> int | None:
+    """+1 a success, -1 a failure, None neither (a failure word wins unless it is "0 failed")."""
+    cleaned = _NO_FAIL.sub(" ", sentence)
+    if _FAIL.search(cleaned):
+        return -1
+    if _SUCCESS.search(sentence):
+        return 1
+    return None
+
+
+def completions(text: str, sources: Sequence[Source]) -> list[dict]:
+    """Claims that work was done (tests pass, committed, migration completed, fixed) that no source
+    shows done, or that the sources' last word on the activity contradicts."""
+    out: list[dict] = []
+    if not any(claim_rx.search(text) for claim_rx, _ in _ACTIVITIES.values()):
+        return out
+    evidence = [src.text for src in sources if not _REQUEST.search(src.text)]  # asking for it is not doing it
+    for offset, sentence in _sentences(text):
+        if _NEGATED.search(sentence):
+            continue  # "tests do not pass yet" claims nothing done
+        for activity, (claim_rx, source_rx) in _ACTIVITIES.items():
+            m = claim_rx.search(sentence)
+            if m is None:
+                continue
+            if activity == "fix" and re.search(r"\b(?:to\s+be\s+fixed|needs?\s+(?:to\s+be\s+)?fix|will\s+be\s+fixed|not\s+(?:yet\s+)?fixed)\b", sentence, re.I):
+                continue
+            # each source span that speaks of the activity says how it went; the last one counts
+            verdicts = [p for s in evidence if source_rx.search(s) for p in [_polarity(s)] if p is not None]
+            if verdicts and verdicts[-1] > 0:
+                continue
+            if activity == "fix" and not verdicts:
+                continue  # "fixed" with nothing to check it against: the specifics check has the rest
+            if verdicts:
+                why = f"the sources' last word on the {activity} is a failure"
+            else:
+                why = f"no source shows the {activity} done"
+            out.append(
+                {
+                    "kind": UNSUPPORTED_COMPLETION,
+                    "category": activity,
+                    "value": m.group(0),
+                    "severity": "error",
+                    "message": f"the summary claims {m.group(0)!r} but {why}",
+                    "offset": offset + m.start(),
+                }
+            )
+            break
+    return out
+
+
+# status families: word pattern -> (family, polarity)
+_STATUS = [
+    (re.compile(r"\b(?:succeed(?:ed|s)?|successful(?:ly)?|completed?|finished|passed|healthy|recovered|up)\b", re.I), "outcome", 1),
+    (re.compile(r"\b(?:fail(?:ed|s|ure)?|errored|crashed|aborted|broke|broken|timed\s+out|down|unhealthy)\b", re.I), "outcome", -1),
+    (re.compile(r"\b(?:rolled\s+back|reverted|roll\s*back)\b", re.I), "rollback", 1),
+    (re.compile(r"\b(?:restarted|rebooted|bounced)\b", re.I), "restart", 1),
+    (re.compile(r"\b(?:merged)\b", re.I), "merge", 1),
+    (re.compile(r"\b(?:approved)\b", re.I), "approval", 1),
+]
+_NEGATED = re.compile(r"\b(?:not|never|no|no\s+longer|n't|without|didn't|wasn't|weren't|hasn't|haven't|isn't|aren't|nor)\b", re.I)
+_ENTITY_CATS = ("name", "identifier", "host", "path", "version", "code", "hash", "uuid")
+
+
+def _statuses(clause: str) -> list[tuple[str, int, int]]:
+    """(family, polarity, offset) for each status word in the clause, negation applied."""
+    out = []
+    for rx, family, polarity in _STATUS:
+        for m in rx.finditer(clause):
+            before = clause[max(0, m.start() - 24) : m.start()]
+            neg = bool(_NEGATED.search(before))
+            if family == "outcome" and re.search(r"\b(?:0|zero|no)\s*$", before):
+                neg = not neg  # "0 failed", "no errors"
+            polarity = -polarity if neg else polarity
+            out.append((family, polarity, m.start()))
+            if family == "rollback" and polarity > 0:
+                out.append(("outcome", -1, m.start()))  # what was rolled back did not succeed
+    return out
+
+
+def _entity_keys(clause: str, found: list[Specific]) -> set[str]:
+    return {"".join(tokens(sp.text)) for sp in found if sp.category in _ENTITY_CATS and not sp.weak}
+
+
+def status_flips(text: str, sources: Sequence[Source]) -> list[dict]:
+    """A thing the summary gives a status (succeeded, failed, rolled back, restarted, or not) whose
+    sources, wherever they name it with a status of the same kind, say the opposite."""
+    out: list[dict] = []
+    claims = []  # (offset, clause, statuses, entities): the summary first, the sources only if needed
+    for offset, sentence in _sentences(text):
+        for clause_offset, clause in _clauses(sentence):
+            st = _statuses(clause)
+            if st:
+                ents = _entity_keys(clause, extract(clause))
+                if ents:
+                    claims.append((offset + clause_offset, clause, st, ents))
+    if not claims:
+        return out
+    src_sentences: list[tuple[set[str], list[tuple[str, int, int]]]] = []
+    for src in sources:
+        for _, sentence in _sentences(src.text):
+            st = _statuses(sentence)
+            if st:
+                src_sentences.append((_entity_keys(sentence, extract(sentence)), st))
+    for at_clause, clause, st, ents in claims:
+        for family, polarity, at in st:
+            said = {p for keys, sst in src_sentences if keys & ents for f, p, _ in sst if f == family}
+            if said and polarity not in said:
+                word = clause[at:].split()[0] if clause[at:].split() else clause
+                out.append(
+                    {
+                        "kind": STATUS_FLIP,
+                        "category": family,
+                        "value": clause.strip(),
+                        "severity": "error",
+                        "message": (
+                            f"the summary says {_clip(clause.strip())!r} but its sources say the opposite "
+                            f"about {', '.join(sorted(ents))} ({word!r} is contradicted)"
+                        ),
+                        "offset": at_clause + at,
+                    }
+                )
+                break
+    return out
+
+
+# -- swapped pairings ---------------------------------------------------------------------------
+
+_PAIRABLE = ("name", "identifier", "host", "number", "time", "code", "version", "path", "date", "quantity", "url", "email")
+
+
+def _clauses(sentence: str) -> list[tuple[int, str]]:
+    out, pos = [], 0
+    for m in _CLAUSE.finditer(sentence):
+        out.append((pos, sentence[pos : m.start()]))
+        pos = m.end()
+    out.append((pos, sentence[pos:]))
+    return [(o, c) for o, c in out if c.strip()]
+
+
+@dataclass
+class _PerSource:
+    texts: Sequence[str]
+    _indexes: dict[int, SourceIndex] = field(default_factory=dict)
+
+    def holding(self, sp: Specific) -> set[int]:
+        out = set()
+        for i, t in enumerate(self.texts):
+            idx = self._indexes.get(i)
+            if idx is None:
+                idx = self._indexes[i] = SourceIndex.build([t])
+            if idx.supports(sp)[0]:
+                out.add(i)
+        return out
+
+
+def swapped_pairings(text: str, sources: Sequence[Source], index: SourceIndex | None = None) -> list[dict]:
+    """Specifics one summary clause binds together that each appear in the sources but never in one
+    source span together: every fact is real, the pairing is not."""
+    texts = [s.text for s in sources]
+    if len(texts) < 2:
+        return []  # one span: every pairing co-occurs in it
+    index = index if index is not None else SourceIndex.build(texts)
+    per = _PerSource(texts)
+    out: list[dict] = []
+    for offset, sentence in _sentences(text):
+        for clause_offset, clause in _clauses(sentence):
+            found = [sp for sp in extract(clause) if sp.category in _PAIRABLE and not sp.weak]
+            if len(found) < 2:
+                continue
+            holders = []
+            for sp in found:
+                if not index.supports(sp)[0]:
+                    continue  # unsupported: the specifics check reports it
+                holders.append((sp, per.holding(sp)))
+            for i in range(len(holders)):
+                for j in range(i + 1, len(holders)):
+                    (a, ha), (b, hb) = holders[i], holders[j]
+                    if a.category == b.category or not ha or not hb or ha & hb:
+                        continue
+                    out.append(
+                        {
+                            "kind": SWAPPED_PAIRING,
+                            "category": f"{a.category}+{b.category}",
+                            "value": f"{a.text} … {b.text}",
+                            "severity": "error",
+                            "message": (
+                                f"the summary pairs {a.text!r} with {b.text!r}, but no source states them together "
+                                "(each is stated, about something else): facts may have been swapped"
+                            ),
+                            "offset": offset + clause_offset + a.start,
+                        }
+                    )
+                    break
+                else:
+                    continue
+                break
+    return out
+
+
+# -- entry point ------------------------------------------------------------------------------
+
+
+def claim_findings(text: str, sources: Sequence[Source], index: SourceIndex | None = None) -> list[dict]:
+    """Every claim finding for ``text`` against ``sources``."""
+    return [
+        *user_instructions(text, sources),
+        *completions(text, sources),
+        *status_flips(text, sources),
+        *swapped_pairings(text, sources, index),
+    ]
+
+
+def _clip(text: str, n: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
