@@ -226,6 +226,24 @@ def test_a_call_that_cannot_take_a_text_placeholder_becomes_a_plain_message_when
     assert shown["role"] == "assistant" and "cc_1" in shown["content"] and f"restore {spans[2].id}" in shown["content"]
 
 
+def test_a_reasoning_item_without_the_item_it_led_to_is_shown_as_a_message():
+    """The Responses API refuses a reasoning item that is not followed by its output item."""
+    reasoning = {"type": "reasoning", "id": "rs_9", "summary": [{"type": "summary_text", "text": "Need the logs."}]}
+    s = LedgerSession("reasoning", ledger=ledger())
+    spans = s.observe_items([
+        {"role": "user", "content": "why?"},
+        reasoning,
+        {"type": "function_call", "call_id": "c9", "name": "logs", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c9", "output": "503"},
+    ])
+    assert s.items()[1] == reasoning
+    s.ledger_session.prune(spans[2].id)
+    items = s.items()
+    assert items[1] == {"role": "assistant", "content": f"[reasoning {spans[1].id}; the item it led to is not in the context]\nNeed the logs."}
+    s.ledger_session.restore(spans[2].id)
+    assert s.items()[1] == reasoning
+
+
 # -- resume ------------------------------------------------------------------------------------------------
 
 

@@ -195,15 +195,21 @@ def span_item_bytes(span: Span) -> bytes:
     return _encode(item)
 
 
-def _call_type(span: Span) -> str:
+def _item_type(span: Span) -> str | None:
+    """The type of the item a span was recorded from (None: a message, or no item)."""
     field = span.meta.get(ITEM_TEXT)
     if field == "*":
-        return str(msgspec.json.decode(span.text).get("type", "function_call"))
-    return str(span.meta.get(ITEM, {}).get("type", "function_call"))
+        try:
+            item = msgspec.json.decode(span.text)
+        except msgspec.DecodeError:
+            return None
+        return item.get("type") if isinstance(item, dict) else None
+    item = span.meta.get(ITEM)
+    return item.get("type") if isinstance(item, dict) else None
 
 
 def _can_placeholder(span: Span) -> bool:
-    return _call_type(span) in _TEXT_OUTPUT
+    return (_item_type(span) or "function_call") in _TEXT_OUTPUT
 
 
 def _entry_bytes(e: Entry) -> bytes:
@@ -213,7 +219,8 @@ def _entry_bytes(e: Entry) -> bytes:
     if e.shown is Shown.DERIVED:
         return _encode({"role": s.role, "content": f"{derived_marker(s)}\n{s.text}"})
     if e.shown is Shown.MISSING_RESULT:
-        return _encode({"type": _TEXT_OUTPUT[_call_type(s)], "call_id": s.meta["tool_call_id"], "output": e.text})
+        output_type = _TEXT_OUTPUT[_item_type(s) or "function_call"]
+        return _encode({"type": output_type, "call_id": s.meta["tool_call_id"], "output": e.text})
     if e.shown is Shown.LONE_CALL:
         head = f"[tool call {s.meta['tool_call_id']} ({s.meta['name']}); its output is not in the context: {e.text}]"
         return _encode({"role": "assistant", "content": f"{head}\n{s.text}"})
@@ -282,6 +289,7 @@ class LedgerSession:
         self.session_settings = session_settings
         self.last_compaction: StepResult | None = None
         self._bytes: dict[str, tuple[int, bytes]] = {}  # span id -> (its position, its item's JSON)
+        self._reasoning: set[str] = set()  # ids of spans recorded from reasoning items
         self._view = LiveView(self.ledger_session, can_placeholder=_can_placeholder, payload=self._item_bytes)
 
     def __repr__(self) -> str:
@@ -336,6 +344,8 @@ class LedgerSession:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise InvalidInputError(f"limit must be a non-negative int or None; got {limit!r}")
         entries, parts = self._view.entries()
+        if self._reasoning:
+            parts = self._lone_reasoning(entries, parts)
         if limit is not None:
             entries, parts = (entries[len(entries) - limit :], parts[len(parts) - limit :]) if limit else ([], [])
         return self._decode(parts, entries if self.render_ids else None)
@@ -373,7 +383,26 @@ class LedgerSession:
             return hit[1]
         data = span_item_bytes(s)
         self._bytes[s.id] = (s.position, data)
+        if _item_type(s) == "reasoning":
+            self._reasoning.add(s.id)
         return data
+
+    def _lone_reasoning(self, entries: list[Entry], parts: list[bytes]) -> list[bytes]:
+        """The Responses API refuses a reasoning item not followed by the item it led to: a live
+        reasoning item whose next item (the next observation) is not live is shown as a message."""
+        out = parts
+        last = len(entries) - 1
+        for k, e in enumerate(entries):
+            if k == last or e.span.id not in self._reasoning or e.shown is not Shown.SPAN:
+                continue
+            nxt = entries[k + 1]
+            if nxt.shown is Shown.SPAN and nxt.span.id == f"o{int(e.span.id[1:]) + 1}":
+                continue
+            if out is parts:
+                out = list(parts)
+            head = f"[reasoning {e.span.id}; the item it led to is not in the context]"
+            out[k] = _encode({"role": "assistant", "content": f"{head}\n{e.span.text}"})
+        return out
 
     def _decode(self, parts: list[bytes], entries: list[Entry] | None = None) -> list[dict[str, Any]]:
         items = _decode_list(b"[" + b",".join(parts) + b"]")
