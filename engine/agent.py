@@ -54,6 +54,7 @@ __all__ = [
 CONTEXT_PREFIX = "context_"
 NUDGE_META = "budget-nudge"  # meta["ctxledger"] of a recorded budget nudge
 HARNESS = "ctxledger.agent"
+MAX_ARGUMENT_CHARS = 128 * 1024  # larger tool-call arguments are kept in the span text only
 
 
 # -- what a model returns ----------------------------------------------------------------------------
@@ -446,11 +447,15 @@ class Agent:
                 raise RewriterError(f"{self.model.name} returned a malformed tool call: {call!r}")
             args = call.args()
             shown = json.dumps(args, ensure_ascii=False, separators=(", ", ": ")) if args is not None else str(call.arguments)
+            kept: Any = args if args is not None else str(call.arguments)
+            if len(shown) > MAX_ARGUMENT_CHARS:
+                # too large to keep as structured meta: the text keeps all of it, the meta a marker
+                kept = {"ctxledger": f"arguments of {len(shown):,} characters; see the span text"}
             s.observe(
-                f"{call.name}({_clip(shown, 2000)})",
+                f"{call.name}({shown})",
                 role="assistant",
                 kind="tool_call",
-                meta={"tool_call_id": call.id, "name": call.name, "arguments": args if args is not None else str(call.arguments)},
+                meta={"tool_call_id": call.id, "name": call.name, "arguments": kept},
                 by=self.by,
             )
 
@@ -503,7 +508,3 @@ def _as_text(out: Any) -> str:
         return json.dumps(out, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         return str(out)
-
-
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"

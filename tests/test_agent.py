@@ -411,3 +411,25 @@ def test_the_real_model_example_in_docs_runs_against_a_scripted_server(tmp_path,
         s = led.session("checkout-incident")
         kinds = [(ev.kind, ev.by) for ev in s.events() if isinstance(ev, Observed)]
     assert ("tool_call", "model:openai:gpt-4.1") in kinds and ("tool_result", "") in kinds
+
+
+def test_huge_tool_arguments_are_kept_in_the_span_text(ledger):
+    s = busy_session(ledger, 1)
+    blob = "x" * 200_000
+
+    class Scripted:
+        name = "scripted"
+        format = "openai"
+
+        def __init__(self):
+            self.replies = [Reply(tool_calls=(ToolCall("u1", "get_weather", {"city": blob}),)), Reply(text="ok")]
+
+        def respond(self, rendered, tools):
+            check_openai(rendered)
+            return self.replies.pop(0)
+
+    seen = []
+    result = Agent(s, Scripted(), tools=[WEATHER], functions={"get_weather": lambda city: seen.append(len(city)) or "fine"}).run()
+    assert result.stopped == "answered" and seen == [200_000]
+    call = next(sp for sp in s.spans() if sp.kind == "tool_call" and sp.meta["tool_call_id"] == "u1")
+    assert blob in call.text and "see the span text" in call.meta["arguments"]["ctxledger"]
