@@ -401,6 +401,20 @@ def test_any_conversation_round_trips_and_any_pruning_keeps_pairs_valid(blocks, 
     assert_pairs_valid(h.messages)
 
 
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.one_of(simple.map(lambda m: [m]), exchanges()), st.integers(0, 30), st.booleans()), min_size=1, max_size=6))
+def test_the_kept_view_equals_a_fresh_one(steps):
+    """The history keeps its view between reads; after any appends and prunes it equals a fresh one."""
+    h = LedgerChatMessageHistory(ledger(), "kept")
+    for block, k, prune in steps:
+        h.add_messages(block)
+        live = h.ledger_session.spans()
+        if prune and live:
+            h.ledger_session.prune(live[k % len(live)].id)
+        assert h.messages == to_messages(h.ledger_session)
+        assert_pairs_valid(h.messages)
+
+
 # -- packaging -------------------------------------------------------------------------------------------------
 
 
