@@ -208,14 +208,13 @@ def build_search_session(ledger: Ledger, events: int):
                 s.observe(text(30, f"INC-{n}"), role="tool" if n % 3 == 0 else "user",
                           kind="tool_result" if n % 3 == 0 else "message",
                           meta={"tool_call_id": f"c{n}"} if n % 3 == 0 else None, tokens=40)
-        # a compaction keeps the live buffer small: pruned text is what search must find
-        if len(s.state.live) > 2000:
-            with s.batch():
-                for sp in s.spans()[:1500]:
-                    if s.position >= events:
-                        break
-                    s.prune(sp.id)
-                    n += 1
+        # a compaction keeps the live buffer at LIVE_SPANS: pruned text is what search must find
+        with s.batch():
+            for sp in s.spans()[: max(0, len(s.state.live) - LIVE_SPANS)]:
+                if n >= events:
+                    break
+                s.prune(sp.id)
+                n += 1
     return s, time.perf_counter() - t0
 
 

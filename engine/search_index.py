@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 __all__ = ["SearchHit", "SearchIndex", "SqliteSearchIndex", "PostgresSearchIndex", "open_index", "sidecar_path"]
 
 SNIPPET_WORDS = 16
-_WORD = re.compile(r"\w+", re.UNICODE)
+RANK_WINDOW = 500  # any-word matches are ranked among this many most recent ones
+_TOKEN = re.compile(r"[^\W_]+")  # what the tokenizers index as one token: letters and digits
 _CATCH_UP_BATCH = 5_000
 
 
@@ -65,11 +66,16 @@ def _rows(events: Iterable[Any]) -> Iterator[tuple[int, str, str, str, str]]:
             yield ev.originator_version, ev.span_id, ev.role, ev.kind, ev.text
 
 
-def _terms(query: str) -> list[str]:
-    terms = _WORD.findall(query)
-    if not terms:
+def _terms(query: str) -> list[tuple[str, ...]]:
+    """The query's words, each a tuple of its tokens (``INC-4411`` -> ``("inc", "4411")``, matched
+    as a phrase: the tokens next to each other, as written)."""
+    if not isinstance(query, str):
+        raise InvalidInputError(f"the search query must be a str, not {type(query).__name__}")
+    groups = [tuple(t.lower() for t in _TOKEN.findall(word)) for word in query.split()]
+    groups = list(dict.fromkeys(g for g in groups if g))
+    if not groups:
         raise InvalidInputError(f"the search query {query!r} has no words to look for")
-    return terms[:32]
+    return groups[:32]
 
 
 class SearchIndex:
@@ -83,15 +89,23 @@ class SearchIndex:
         """Drop the session's index and build it again from the first event."""
         raise NotImplementedError
 
-    def _query(self, reader: _Reader, terms: list[str], any_term: bool, want: int) -> list[tuple[int, str, str, str, str]]:
+    def _candidates(self, reader: _Reader, terms: list[tuple[str, ...]], any_term: bool, below: int, n: int) -> list[tuple[int, float]]:
+        """Up to ``n`` matches at positions <= ``below``, newest first: (position, score), a lower
+        score being a better match."""
+        raise NotImplementedError  # pragma: no cover - interface
+
+    def _details(self, reader: _Reader, terms: list[tuple[str, ...]], any_term: bool, positions: list[int]) -> dict[int, tuple[str, str, str, str]]:
+        """(span id, role, kind, snippet) of the rows at ``positions``."""
         raise NotImplementedError  # pragma: no cover - interface
 
     def close(self) -> None:
         pass
 
     def search(self, reader: _Reader, query: str, *, limit: int = 10, include_live: bool = False) -> list[SearchHit]:
-        """Span texts matching every word of ``query`` (or, when none does, any word), best first,
-        with snippets. Live spans only with ``include_live``."""
+        """Span texts with every word of ``query``, newest first; when no text has them all, the
+        texts with the most of them among the ``RANK_WINDOW`` newest that have any. A word with
+        punctuation (``INC-4411``, ``billing-api``) matches as written. The cost stays bounded however
+        common the words are. Live spans only with ``include_live``."""
         if not isinstance(query, str):
             raise InvalidInputError(f"the search query must be a str, not {type(query).__name__}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
@@ -99,31 +113,36 @@ class SearchIndex:
         terms = _terms(query)
         self.catch_up(reader)
         live = reader.state.live
-        holders = {src: s.id for s in live.values() if s.derived for src in s.sources}
-        hits: list[SearchHit] = []
+        # a row is live when its position is where a live span's text came from
+        skip = set() if include_live else {s.position for s in live.values()}
+        found: list[tuple[float, int]] = []
         for any_term in (False, True) if len(terms) > 1 else (False,):
-            want = limit if include_live else limit + min(len(live), 4 * limit)
-            while True:
-                rows = self._query(reader, terms, any_term, want)
-                hits = []
-                for position, span_id, role, kind, snippet in rows:
-                    current = live.get(span_id)
-                    if current is not None:
-                        status = "live" if current.position == position or span_id[0] == "o" else "replaced"
-                    elif span_id in holders:
-                        status = f"summarized in {holders[span_id]}"
-                    else:
-                        status = "not in context"
-                    if status == "live" and not include_live:
-                        continue
-                    hits.append(SearchHit(span_id=span_id, position=position, role=role, kind=kind, status=status, snippet=snippet))
-                    if len(hits) == limit:
-                        break
-                if len(hits) == limit or len(rows) < want:
+            below = reader.position
+            window = RANK_WINDOW if any_term else limit
+            while len(found) < window and below > 0:
+                want = window + len(skip)  # enough rows to hold the window once live ones are skipped
+                page = self._candidates(reader, terms, any_term, below, want)
+                found += [(score, -p) for p, score in page if p not in skip]
+                if len(page) < want:
                     break
-                want *= 4  # live spans took the places: look further down the ranking
-            if hits:
+                below = page[-1][0] - 1
+            if found:
                 break
+        best = sorted(found)[:limit]
+        details = self._details(reader, terms, any_term, [-p for _, p in best])
+        holders = {src: s.id for s in live.values() if s.sources for src in s.sources} if best else {}
+        hits = []
+        for _, neg in best:
+            position = -neg
+            span_id, role, kind, snippet = details[position]
+            current = live.get(span_id)
+            if current is not None:
+                status = "live" if current.position == position else "replaced"
+            elif span_id in holders:
+                status = f"summarized in {holders[span_id]}"
+            else:
+                status = "not in context"
+            hits.append(SearchHit(span_id=span_id, position=position, role=role, kind=kind, status=status, snippet=snippet))
         return hits
 
 
@@ -212,18 +231,50 @@ class SqliteSearchIndex(SearchIndex):
             self._db.execute("DELETE FROM indexed WHERE session = ?", (reader.id.hex,))
         return self.catch_up(reader)
 
-    def _query(self, reader: _Reader, terms: list[str], any_term: bool, want: int) -> list[tuple[int, str, str, str, str]]:
-        match = (" OR " if any_term else " ").join('"' + t.replace('"', '""') + '"' for t in terms)
+    @staticmethod
+    def _match(terms: list[tuple[str, ...]], any_term: bool) -> str:
+        return (" OR " if any_term else " ").join('"' + " ".join(t).replace('"', '""') + '"' for t in terms)
+
+    def _candidates(self, reader: _Reader, terms: list[tuple[str, ...]], any_term: bool, below: int, n: int) -> list[tuple[int, float]]:
+        """Every match has every word (an AND): the newest come first. In the any-word fallback the
+        matches with more of the words come first. (bm25 is not used: its document frequencies make
+        a query of common words cost time in proportion to the log.)"""
         table = self._table(reader)
         with self._lock:
             try:
-                return self._db.execute(
-                    f"SELECT rowid, span_id, role, kind, snippet({table}, 0, '«', '»', '…', {SNIPPET_WORDS}) "
-                    f"FROM {table} WHERE {table} MATCH ? AND rowid <= ? ORDER BY rank LIMIT ?",
-                    (match, reader.position, want),
+                if not any_term:
+                    rows = self._db.execute(
+                        f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid <= ? ORDER BY rowid DESC LIMIT ?",
+                        (self._match(terms, any_term), below, n),
+                    ).fetchall()
+                    return [(r[0], 0.0) for r in rows]
+                rows = self._db.execute(
+                    f"SELECT rowid, body FROM {table} WHERE {table} MATCH ? AND rowid <= ? ORDER BY rowid DESC LIMIT ?",
+                    (self._match(terms, any_term), below, n),
                 ).fetchall()
             except sqlite3.Error as e:
                 raise StorageError(f"cannot search the index {self.path}: {e}") from None
+        out = []
+        for rowid, body in rows:
+            words = " ".join(_TOKEN.findall(body.lower()))
+            out.append((rowid, -float(sum(f" {' '.join(t)} " in f" {words} " for t in terms))))
+        return out
+
+    def _details(self, reader: _Reader, terms: list[tuple[str, ...]], any_term: bool, positions: list[int]) -> dict[int, tuple[str, str, str, str]]:
+        table = self._table(reader)
+        sql = (
+            f"SELECT span_id, role, kind, snippet({table}, 0, '«', '»', '…', {SNIPPET_WORDS}) FROM {table} "
+            f"WHERE {table} MATCH ? AND rowid = ?"  # one row at a time: FTS5 does not look up ``rowid IN``
+        )
+        match = self._match(terms, any_term)
+        out = {}
+        with self._lock:
+            try:
+                for position in positions:
+                    out[position] = self._db.execute(sql, (match, position)).fetchone()
+            except sqlite3.Error as e:
+                raise StorageError(f"cannot search the index {self.path}: {e}") from None
+        return out
 
 
 # -- PostgreSQL tsvector + GIN ----------------------------------------------------------------------
@@ -330,26 +381,41 @@ class PostgresSearchIndex(SearchIndex):
             self._db.execute(f"DELETE FROM {self.state_table} WHERE session = %s", (reader.id,))
         return self.catch_up(reader)
 
-    def _query(self, reader: _Reader, terms: list[str], any_term: bool, want: int) -> list[tuple[int, str, str, str, str]]:
+    @staticmethod
+    def _tsquery(terms: list[tuple[str, ...]], any_term: bool) -> str:
+        phrases = ["(" + " <-> ".join("'" + w.replace("'", "''").replace("\\", "") + "'" for w in t) + ")" for t in terms]
+        return (" | " if any_term else " & ").join(phrases)
+
+    def _run(self, sql: str, params: tuple) -> list[tuple]:
         import psycopg
 
-        words = [t.lower() for t in terms]
-        tsquery = (" | " if any_term else " & ").join("'" + w.replace("'", "''").replace("\\", "") + "'" for w in words)
         with self._lock:
             try:
-                return self._db.execute(
-                    f"SELECT position, span_id, role, kind, ts_headline('simple', body, q, "
-                    f"'StartSel=«, StopSel=», MaxWords={SNIPPET_WORDS}, MinWords=4, MaxFragments=1, FragmentDelimiter=…') "
-                    f"FROM (SELECT position, span_id, role, kind, body, q, ts_rank(tsv, q) AS r "
-                    f"      FROM {self.table}, to_tsquery('simple', %s) AS q "
-                    f"      WHERE session = %s AND position <= %s AND tsv @@ q ORDER BY r DESC, position DESC LIMIT %s) AS top "
-                    f"ORDER BY r DESC, position DESC",
-                    (tsquery, reader.id, reader.position, want),
-                ).fetchall()
+                return self._db.execute(sql, params).fetchall()
             except psycopg.OperationalError as e:
                 raise StoreUnavailableError(f"the search index database went away: {str(e).strip()}") from None
             except psycopg.Error as e:
                 raise StorageError(f"cannot search the index: {str(e).strip()}") from None
+
+    def _candidates(self, reader: _Reader, terms: list[tuple[str, ...]], any_term: bool, below: int, n: int) -> list[tuple[int, float]]:
+        rows = self._run(
+            f"SELECT position, ts_rank(tsv, q) FROM {self.table}, to_tsquery('simple', %s) AS q "
+            "WHERE session = %s AND position <= %s AND tsv @@ q ORDER BY position DESC LIMIT %s",
+            (self._tsquery(terms, any_term), reader.id, below, n),
+        )
+        # every word: the newest first; any word: a higher ts_rank (more of the words) first
+        return [(p, -rank if any_term else 0.0) for p, rank in rows]
+
+    def _details(self, reader: _Reader, terms: list[tuple[str, ...]], any_term: bool, positions: list[int]) -> dict[int, tuple[str, str, str, str]]:
+        if not positions:
+            return {}
+        rows = self._run(
+            f"SELECT position, span_id, role, kind, ts_headline('simple', body, q, "
+            f"'StartSel=«, StopSel=», MaxWords={SNIPPET_WORDS}, MinWords=4, MaxFragments=1, FragmentDelimiter=…') "
+            f"FROM {self.table}, to_tsquery('simple', %s) AS q WHERE session = %s AND position = ANY(%s)",
+            (self._tsquery(terms, any_term), reader.id, positions),
+        )
+        return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
 
 
 # -- choosing the index for a store -----------------------------------------------------------------
