@@ -6,11 +6,14 @@ is recorded as a tool_call/tool_result pair, and the edit it caused points at th
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from fake_model_server import FakeModelServer, anthropic_reply, last_tool_results, openai_reply
 from provider_rules import check_anthropic, check_openai
 
@@ -433,3 +436,68 @@ def test_huge_tool_arguments_are_kept_in_the_span_text(ledger):
     assert result.stopped == "answered" and seen == [200_000]
     call = next(sp for sp in s.spans() if sp.kind == "tool_call" and sp.meta["tool_call_id"] == "u1")
     assert blob in call.text and "see the span text" in call.meta["arguments"]["ctxledger"]
+
+
+# -- property: whatever the model calls, the log stays valid -------------------------------------------------
+
+TOOL_NAMES = ["context_list", "context_prune", "context_summarize", "context_rederive", "context_restore",
+              "context_recall", "context_search", "get_weather", "context_nope"]
+
+
+@st.composite
+def scripts(draw):
+    """A model's replies: each a few tool calls with arguments naming spans that may or may not exist."""
+    turns = []
+    for t in range(draw(st.integers(1, 5))):
+        calls = []
+        for k in range(draw(st.integers(1, 3))):
+            name = draw(st.sampled_from(TOOL_NAMES))
+            ids = draw(st.lists(st.sampled_from(["o1", "o2", "o3", "o4", "o5", "o6", "o9", "d1", "d2", "o40"]),
+                                min_size=1, max_size=3))
+            args = {
+                "context_prune": {"span_ids": ids, "reason": "r"},
+                "context_summarize": {"span_ids": ids, "summary": draw(st.sampled_from(
+                    ["svc-0 returned HTTP 503 at 14:00.", "svc-1 recovered at 15:55.", "routine output"])), "reason": "r"},
+                "context_rederive": {"span_id": ids[0], "summary": "routine output", "reason": "r"},
+                "context_restore": {"span_ids": ids},
+                "context_recall": {"span_id": ids[0]},
+                "context_search": {"query": "503"},
+                "get_weather": {"city": "Oslo"},
+            }.get(name, {})
+            if draw(st.booleans()) and name != "get_weather":
+                args = json.dumps(args) if draw(st.booleans()) else "{broken"
+            calls.append(ToolCall(f"h{t}_{k}", name, args))
+        turns.append(Reply(tool_calls=tuple(calls)))
+    return turns + [Reply(text="done")]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(script=scripts(), fmt=st.sampled_from(["openai", "anthropic"]))
+def test_any_sequence_of_tool_calls_keeps_the_rules_and_the_pairs(script, fmt):
+    led = Ledger.open("memory://", token_counter=EstimateCounter())
+    s = busy_session(led, 4)
+    s.rewrite(["o5", "o6"], "svc-1 returned HTTP 503 at 14:01.")
+
+    class Scripted:
+        name = "prop"
+        format = fmt
+
+        def __init__(self):
+            self.replies = list(script)
+
+        def respond(self, rendered, tools):
+            (check_openai if fmt == "openai" else check_anthropic)(rendered)
+            return self.replies.pop(0)
+
+    result = Agent(s, Scripted(), tools=[WEATHER if fmt == "openai" else WEATHER_ANTHROPIC],
+                   functions={"get_weather": lambda city: "sunny"}, budget=1_000).run()
+    assert result.stopped == "answered"
+    assert all(sp.generation <= 1 for sp in s.spans())
+    check_openai(s.render("openai"))
+    check_anthropic(s.render("anthropic"))
+    # every call the model made was answered exactly once in the log
+    obs = [ev for ev in s.events() if isinstance(ev, Observed)]
+    made = [ev.meta["tool_call_id"] for ev in obs if ev.kind == "tool_call" and ev.by == "model:prop"]
+    answered = [ev.meta["tool_call_id"] for ev in obs if ev.kind == "tool_result" and ev.meta["tool_call_id"] in made]
+    assert sorted(made) == sorted(answered) == sorted(c.id for r in script for c in r.tool_calls)
+    led.close()
