@@ -291,7 +291,7 @@ def demo_cmd(ctx, seed, cycles, budget, drop, merge, invent, prefix, model_spec,
     Example:
       ctxledger demo
       ctxledger demo --cycles 12 --invent 0.5 --json
-      ctxledger demo --model openai:qwen2.5-7b-instruct --base-url http://127.0.0.1:8000/v1 --cycles 12
+      ctxledger demo --model openai:qwen2.5-7b-instruct --base-url http://127.0.0.1:8000/v1 --cycles 12 --budget 40000
     """
     from engine.demo.story import next_commands, tell
     from engine.demo.study import RealModel, StudyConfig, run_study, session_names
