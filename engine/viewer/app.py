@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hmac
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -274,7 +275,8 @@ def _static(body: str, media_type: str) -> Callable:
 
 class _Guard:
     """Every request: the token when one is set, else a loopback Host header; and the security
-    headers on every response."""
+    headers and a ``Server-Timing`` header (the time from the request to its response) on every
+    response."""
 
     def __init__(self, app: Any, token: str | None):
         self.app = app
@@ -283,6 +285,7 @@ class _Guard:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        t0 = time.perf_counter()
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         set_cookie = False
         if self.token is not None:
@@ -303,6 +306,8 @@ class _Guard:
             if message["type"] == "http.response.start":
                 extra = [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()
                          if not any(h[0].lower() == k.encode() for h in message.get("headers", []))]
+                # the server's own time for this request (browsers show it; benchmarks read it)
+                extra.append((b"server-timing", f"app;dur={(time.perf_counter() - t0) * 1000:.2f}".encode()))
                 if set_cookie and token is not None:
                     extra.append((b"set-cookie", TOKEN_COOKIE.encode() + b"=" + token + b"; HttpOnly; SameSite=Strict; Path=/"))
                 message = {**message, "headers": list(message.get("headers", [])) + extra}

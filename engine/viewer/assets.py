@@ -129,10 +129,10 @@ JS = r"""
     var want = at;  // the last position asked for: keys pressed faster than the server answers add up
     var slider = $("slider"), pos = $("pos");
 
-    function show(n, push) {
+    function show(n, push, since) {
       n = Math.max(1, Math.min(head, Math.round(n)));
       want = n;
-      var mine = ++seq, t0 = performance.now();
+      var mine = ++seq, t0 = since || performance.now();
       root.setAttribute("data-loading", String(n));
       return get(base + "/state?at=" + n, "html").then(function (html) {
         if (mine !== seq) return;
@@ -145,9 +145,13 @@ JS = r"""
         document.title = document.title.replace(/ at \d+ · /, " at " + n + " · ");
         if (selected) { var el = document.getElementById(selected); if (el) el.classList.add("selected"); }
         drawCursor();
-        root.setAttribute("data-at", String(n));
-        root.setAttribute("data-step-ms", (performance.now() - t0).toFixed(1));
-        root.removeAttribute("data-loading");
+        // done when the new state has been laid out and the next frame starts: the step's whole cost
+        requestAnimationFrame(function () {
+          if (mine !== seq) return;
+          root.setAttribute("data-step-ms", (performance.now() - t0).toFixed(1));
+          root.setAttribute("data-at", String(n));
+          root.removeAttribute("data-loading");
+        });
       });
     }
     function seek(dir) {
@@ -187,8 +191,9 @@ JS = r"""
       if ((tag === "input" && e.target.type !== "range") || tag === "textarea" || tag === "select") return;
       if (e.key === "Enter" && e.target.classList && e.target.classList.contains("span")) { openSpan(e.target.getAttribute("data-id")); return; }
       var go = null;
-      if (e.key === "ArrowLeft") go = e.shiftKey ? function () { return seek(-1); } : function () { return show(want - 1); };
-      else if (e.key === "ArrowRight") go = e.shiftKey ? function () { return seek(1); } : function () { return show(want + 1); };
+      var t = e.timeStamp;  // the key press itself: a step is timed from here to the new state drawn
+      if (e.key === "ArrowLeft") go = e.shiftKey ? function () { return seek(-1); } : function () { return show(want - 1, false, t); };
+      else if (e.key === "ArrowRight") go = e.shiftKey ? function () { return seek(1); } : function () { return show(want + 1, false, t); };
       else if (e.key === "Home") go = function () { return show(1, true); };
       else if (e.key === "End") go = function () { return show(head, true); };
       if (!go) return;

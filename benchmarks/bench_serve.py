@@ -1,0 +1,261 @@
+"""``ctxledger serve`` on a long session: the session page at random positions, against the
+time travel it is built on, and one step in a real browser.
+
+    python benchmarks/bench_serve.py                    # 1M events (the session is built once, ~1 min)
+    python benchmarks/bench_serve.py --events 100000    # smaller
+    python benchmarks/bench_serve.py --no-browser       # skip the Chromium part
+
+Server time is the app's own ``Server-Timing`` header (request in to response out, everything the
+page needs: opening the session head, ``s.at(n)``, rendering the buffer and the event to HTML).
+The baseline, side by side at the same positions: ``ledger.session(name).at(n).spans()``, the
+time travel alone. Writes its table into benchmarks/RESULTS.md between <!-- bench:serve --> markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _results import machine, write_section  # noqa: E402
+from engine import EstimateCounter, Ledger  # noqa: E402
+
+BATCH = 100
+WORDS = ("billing-api auth-service returned 503 timeout migration 0042 started at 14:02 retry p99 latency deploy "
+         "v2.3.1 /etc/app/config.yaml user request fix error ticket INC-4411 cache miss rollback").split()
+
+
+def build(path: Path, n_events: int, live_window: int = 200) -> float:
+    """An agent session of ``n_events``: observations, prunes beyond a live window of ~200 spans,
+    a rewrite every 97 observations and a re-derivation of an older summary now and then."""
+    rng = random.Random(7)
+    t0 = time.perf_counter()
+    ledger = Ledger.open(f"sqlite:///{path}", token_counter=EstimateCounter())
+    s = ledger.create_session("long")
+    i = 0
+    while s.position < n_events:
+        with s.batch():
+            for _ in range(BATCH):
+                text = f"[{i}] " + " ".join(rng.choice(WORDS) for _ in range(60))
+                s.observe(text[:400], tokens=100, role="tool" if i % 2 else "user",
+                          kind="tool_result" if i % 2 else "message", meta={"tool_call_id": f"c{i}"} if i % 2 else {})
+                i += 1
+                live = s.state.live
+                if len(live) > live_window:
+                    s.prune(min(live.values(), key=lambda x: x.order).id, reason="window")
+                if i % 97 == 0:
+                    observed = [x for x in s.spans() if x.observed][-6:-2]
+                    if len(observed) == 4:
+                        s.rewrite([x.id for x in observed], "summary " + text[:120], by="bench", tokens=30)
+                if i % 1000 == 0:
+                    derived = [x for x in s.spans() if x.derived]
+                    if derived:
+                        s.rederive(derived[0].id, text="re-derived " + text[:80], by="bench", tokens=25)
+    ledger.close()
+    return time.perf_counter() - t0
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * q))]
+
+
+def server_side(url: str, positions: list[int]) -> dict:
+    import httpx
+    import uvicorn
+
+    from engine.viewer.app import create_app
+
+    ledger = Ledger.open(url)
+    s = ledger.session("long")
+    head = s.position
+    # baseline first, then the app, then the baseline again: the better of the two baseline runs
+    def baseline() -> list[float]:
+        out = []
+        for n in positions:
+            t0 = time.perf_counter()
+            ledger.session("long").at(n).spans()
+            out.append((time.perf_counter() - t0) * 1000)
+        return out
+
+    base1 = baseline()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    srv = uvicorn.Server(uvicorn.Config(create_app(ledger, fleet=False), log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not srv.started:
+        time.sleep(0.02)
+    root = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    results: dict[str, list[float]] = {"page": [], "page_wall": [], "state": [], "api_at": []}
+    sizes = []
+    with httpx.Client(base_url=root, timeout=60) as c:
+        t0 = time.perf_counter()
+        curve = c.get("/api/s/long/curve")
+        curve_first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        c.get("/api/s/long/curve")
+        curve_again = time.perf_counter() - t0
+        for n in positions:
+            t0 = time.perf_counter()
+            r = c.get(f"/s/long?at={n}")
+            results["page_wall"].append((time.perf_counter() - t0) * 1000)
+            assert r.status_code == 200
+            results["page"].append(float(r.headers["server-timing"].split("dur=")[1]))
+            sizes.append(len(r.content))
+            r = c.get(f"/s/long/state?at={n}")
+            results["state"].append(float(r.headers["server-timing"].split("dur=")[1]))
+            r = c.get(f"/api/s/long/at/{n}")
+            results["api_at"].append(float(r.headers["server-timing"].split("dur=")[1]))
+        seek = []
+        for n in positions[:50]:
+            r = c.get(f"/api/s/long/seek?from={n}&dir=1")
+            seek.append(float(r.headers["server-timing"].split("dur=")[1]))
+    base2 = baseline()
+    srv.should_exit = True
+    thread.join(10)
+    ledger.close()
+    base = base1 if statistics.median(base1) <= statistics.median(base2) else base2
+    return {
+        "head": head,
+        "baseline": base,
+        **results,
+        "seek": seek,
+        "bytes": statistics.median(sizes),
+        "curve_first_s": curve_first,
+        "curve_again_ms": curve_again * 1000,
+        "curve_points": len(curve.json()["points"]),
+        "curve_markers": len(curve.json()["markers"]),
+    }
+
+
+def browser_steps(url: str, steps: int = 60) -> dict | None:
+    chromium = "/usr/bin/chromium"
+    if not os.access(chromium, os.X_OK):
+        return None
+    import uvicorn
+    from playwright.sync_api import sync_playwright
+
+    from engine.viewer.app import create_app
+
+    ledger = Ledger.open(url)
+    head = ledger.session("long").position
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    srv = uvicorn.Server(uvicorn.Config(create_app(ledger, fleet=False), log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not srv.started:
+        time.sleep(0.02)
+    root = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    rng = random.Random(3)
+    wall, inpage = [], []
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        pg = b.new_page(viewport={"width": 1400, "height": 900})
+        start = rng.randint(2, head - steps - 2)
+        pg.goto(f"{root}/s/long?at={start}")
+        pg.wait_for_selector("#curve svg", timeout=120_000)  # the curve computed once (cached)
+        for k in range(steps):
+            if k % 10 == 0 and k:  # jump elsewhere now and then: random positions, not one warm stretch
+                start = rng.randint(2, head - steps - 2)
+                pg.goto(f"{root}/s/long?at={start}")
+                pg.wait_for_selector("html[data-rendered=ok]", state="attached")
+            n = int(pg.get_attribute("html", "data-at")) + 1
+            t0 = time.perf_counter()
+            pg.keyboard.press("ArrowRight")
+            pg.wait_for_selector(f"html[data-at='{n}']:not([data-loading])", state="attached")
+            wall.append((time.perf_counter() - t0) * 1000)
+            inpage.append(float(pg.get_attribute("html", "data-step-ms")))
+        b.close()
+    srv.should_exit = True
+    thread.join(10)
+    ledger.close()
+    return {"wall": wall, "inpage": inpage}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--samples", type=int, default=200)
+    ap.add_argument("--db", default=None, help="Where to keep the built session (reused when it exists).")
+    ap.add_argument("--no-browser", action="store_true")
+    ap.add_argument("--no-write", action="store_true", help="Print the table, do not touch RESULTS.md.")
+    args = ap.parse_args()
+    path = Path(args.db or Path(tempfile.gettempdir()) / f"ctxledger-bench-serve-{args.events}.db")
+    build_s = None
+    if not path.exists():
+        build_s = build(path, args.events)
+        print(f"built {args.events:,} events in {build_s:.0f} s", file=sys.stderr)
+    url = f"sqlite:///{path}"
+    head = Ledger.open(url).session("long").position
+    rng = random.Random(11)
+    positions = [rng.randint(2, head) for _ in range(args.samples)]
+    load = os.getloadavg()
+    srv = server_side(url, positions)
+    br = None if args.no_browser else browser_steps(url)
+    uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+    med = statistics.median
+    lines = [
+        "### `ctxledger serve`: the session page at any position (issue 16)",
+        "",
+        f"Command: `python benchmarks/bench_serve.py{'' if args.events == 1_000_000 else f' --events {args.events}'}` · {machine()} · "
+        f"load average before the run {load[0]:.2f}, after: `{uptime}`",
+        "",
+        f"Session: {head:,} events in one SQLite file (observations of 400 bytes, ~200 live spans: prunes beyond the window, "
+        f"a rewrite every 97 observations, a re-derivation every 1,000){'' if build_s is None else f'; built in {build_s:.0f} s'}. "
+        f"{args.samples} random positions; server time is the app's `Server-Timing` (request in, response out); "
+        "the baseline is the time travel alone at the same positions, in the same process: "
+        "`ledger.session(name).at(n).spans()`.",
+        "",
+        "| request | p50 ms | p95 ms | p50 vs baseline | target |",
+        "|---|---:|---:|---:|---|",
+        f"| baseline: `ledger.session(name).at(n).spans()` | {med(srv['baseline']):.2f} | {_pct(srv['baseline'], 0.95):.2f} | 1.0x | |",
+        f"| `GET /s/long?at=n`, the session page (server time) | {med(srv['page']):.2f} | {_pct(srv['page'], 0.95):.2f} | "
+        f"{med(srv['page']) / med(srv['baseline']):.1f}x | ≤ 100 ms p50 |",
+        f"| the same, wall time at an HTTP client on loopback ({srv['bytes'] / 1000:.0f} KB) | {med(srv['page_wall']):.2f} | "
+        f"{_pct(srv['page_wall'], 0.95):.2f} | {med(srv['page_wall']) / med(srv['baseline']):.1f}x | |",
+        f"| `GET /s/long/state?at=n`, the fragment one step swaps in | {med(srv['state']):.2f} | {_pct(srv['state'], 0.95):.2f} | "
+        f"{med(srv['state']) / med(srv['baseline']):.1f}x | |",
+        f"| `GET /api/s/long/at/n`, the buffer as JSON | {med(srv['api_at']):.2f} | {_pct(srv['api_at'], 0.95):.2f} | "
+        f"{med(srv['api_at']) / med(srv['baseline']):.1f}x | |",
+        f"| `GET /api/s/long/seek?dir=1`, end of the next compaction (50 positions) | {med(srv['seek']):.2f} | "
+        f"{_pct(srv['seek'], 0.95):.2f} | | |",
+    ]
+    if br is not None:
+        lines.append(
+            f"| one step (→) in headless Chromium, key press to the new buffer drawn, {len(br['wall'])} steps: wall time at Playwright | "
+            f"{med(br['wall']):.1f} | {_pct(br['wall'], 0.95):.1f} | | ≤ 150 ms |"
+        )
+        lines.append(
+            f"| the same step measured inside the page: key event to the next frame after the new buffer is in the DOM | {med(br['inpage']):.1f} | "
+            f"{_pct(br['inpage'], 0.95):.1f} | | |"
+        )
+    lines += [
+        "",
+        f"The live-token curve is the one whole-log read: {srv['curve_first_s']:.1f} s the first time for this session "
+        f"(one streaming pass, {srv['curve_points']:,} points and {srv['curve_markers']:,} markers kept), then "
+        f"{srv['curve_again_ms']:.1f} ms from the cache until the session's head moves; the page does not wait for it "
+        "(the script fetches it after the page is shown). Blame, lineage, diff and audit are whole-log folds too and "
+        "run only when asked for.",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if not args.no_write:
+        write_section("serve", text)
+
+
+if __name__ == "__main__":
+    main()
