@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _results import machine, write_section  # noqa: E402
-from engine import BPECounter, EstimateCounter, Ledger, render  # noqa: E402
+from engine import BPECounter, EstimateCounter, Ledger  # noqa: E402
+from engine.render import render  # noqa: E402
 from engine.search_index import SqliteSearchIndex, sidecar_path  # noqa: E402
 from engine.tools import ContextTools  # noqa: E402
 

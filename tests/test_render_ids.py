@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import EstimateCounter, InvalidInputError, Ledger, render
+from engine import EstimateCounter, InvalidInputError, Ledger
+from engine.render import render
 from engine.render import span_tag
 from tests.provider_rules import check_anthropic, check_openai
 
