@@ -253,3 +253,9 @@ def test_codex_local_compaction_with_a_replacement_history(ledger, tmp_path):
     (rw,) = [ev for ev in s.events() if ev.type == "Rewritten"]
     assert rw.by == "codex:compact:local" and rw.text == "test_x fails 3 of 10 runs." and rw.sources == ("o2", "o3")
     assert [sp.text for sp in s.spans()] == ["Fix the flaky test.", "test_x fails 3 of 10 runs."]
+
+
+def test_the_providers_usage_counts_are_kept(ledger):
+    s = import_path(ledger, CC).session
+    thinking = next(ev for ev in s.events() if ev.type == "Observed" and ev.meta.get("type") == "thinking")
+    assert (thinking.meta["input_tokens"], thinking.meta["output_tokens"]) == (10, 5)

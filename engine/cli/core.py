@@ -285,27 +285,15 @@ def import_cmd(ctx, paths, fmt, name, skip_bad, as_json) -> None:
       ctxledger import --format claude-code ~/.claude/projects/-home-me-shop/
       ctxledger import session.jsonl --session shop-debug && ctxledger audit shop-debug
     """
-    from pathlib import Path
-
     from engine.errors import InvalidInputError
-    from engine.transfer import looks_like_export
 
     if name is not None and len(paths) > 1:
         raise InvalidInputError("--session names one transcript; give one PATH")
-    results = []
-    with open_ledger(ctx) as ledger:
+    results: list[dict] = []
+    with open_ledger(ctx) as ledger, progress("importing", len(paths)) as advance:
         for path in paths:
-            if fmt in (None, "ctxledger") and (path == "-" or fmt == "ctxledger" or looks_like_export(path)):
-                if name is not None or skip_bad:
-                    raise InvalidInputError("a ctxledger export keeps its own session name; --session/--skip-bad do not apply")
-                s = ledger.import_(sys.stdin if path == "-" else path)
-                results.append({"session": s.name, "position": s.position, "verified": s.verify().ok})
-                continue
-            from engine.importers import import_path
-
-            done = import_path(ledger, Path(path), format=fmt, name=name, skip_bad=skip_bad)
-            for report in done.reports:
-                results.append({**to_builtins(report), "spans": report.spans})
+            results.extend(_import_path(ledger, path, fmt, name, skip_bad))
+            advance(1)
     if as_json:
         emit_json(results[0] if len(results) == 1 else results)
         return
@@ -313,15 +301,34 @@ def import_cmd(ctx, paths, fmt, name, skip_bad, as_json) -> None:
         if "format" not in r:  # a ctxledger export
             click.echo(f"imported session {r['session']!r}: {r['position']} events, chain verified")
         else:
-            from engine.importers import ImportReport
-
-            click.echo(msgspec_convert(r, ImportReport).summary())
+            click.echo(_as_report(r).summary())
 
 
-def msgspec_convert(data: dict, cls: type):
+def _import_path(ledger, path: str, fmt: str | None, name: str | None, skip_bad: bool) -> list[dict]:
+    """One PATH: a ctxledger export (or stdin), else transcripts through the importers."""
+    from pathlib import Path
+
+    from engine.errors import InvalidInputError
+    from engine.transfer import looks_like_export
+
+    if fmt in (None, "ctxledger") and (path == "-" or fmt == "ctxledger" or looks_like_export(path)):
+        if name is not None or skip_bad:
+            raise InvalidInputError("a ctxledger export keeps its own session name; --session/--skip-bad do not apply")
+        s = ledger.import_(sys.stdin if path == "-" else path)
+        return [{"session": s.name, "position": s.position, "verified": s.verify().ok}]
+    from engine.importers import import_path
+
+    done = import_path(ledger, Path(path), format=fmt, name=name, skip_bad=skip_bad)
+    return [{**to_builtins(report), "spans": report.spans} for report in done.reports]
+
+
+def _as_report(data: dict):
+    """An import report back from its JSON form (the form --json prints)."""
     import msgspec
 
-    return msgspec.convert({k: v for k, v in data.items() if k != "spans"}, cls)
+    from engine.importers import ImportReport
+
+    return msgspec.convert({k: v for k, v in data.items() if k != "spans"}, ImportReport)
 
 
 @main.command("mark")

@@ -2,9 +2,10 @@
 
 Every model-visible line becomes an observed span in file order: user text, queued user text
 (``queue-operation`` enqueue), assistant text, thinking, tool calls and their results, with the
-line's ``uuid``, ``timestamp`` and the API ``message_id`` in meta (one assistant message is often
-written a content block per line; ``message_id`` groups them). Harness text (``isMeta`` lines,
-``<local-command-caveat>``, ``<command-name>``, ``<system-reminder>``...) is kept, marked
+line's ``uuid`` and ``timestamp``, the API ``message_id`` (one assistant message is often written a
+content block per line; ``message_id`` groups them) and the provider's usage counts
+(``input_tokens``, ``output_tokens``, ``cache_read_input_tokens``) in meta. Harness text (``isMeta``
+lines, ``<local-command-caveat>``, ``<command-name>``, ``<system-reminder>``...) is kept, marked
 ``meta["harness"]``.
 
 A ``compact_boundary`` and the ``isCompactSummary`` line after it become one derived span written
@@ -62,6 +63,7 @@ _TRAILER_MARKERS = (
     "Please continue the conversation from where we left",
 )
 _BOOKKEEPING = ("progress", "file-history-snapshot")
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens")
 
 
 class _Line(msgspec.Struct):
@@ -282,6 +284,12 @@ class ClaudeCodeImporter(Importer):
         base = self._meta(d, line)
         if msg.get("id"):
             base["message_id"] = msg["id"]
+        usage = msg.get("usage")
+        if isinstance(usage, dict):  # the provider's own token counts for the call, as recorded (flat keys)
+            for key in _USAGE_KEYS:
+                v = usage.get(key)
+                if type(v) is int and 0 <= v < 1 << 63:
+                    base[key] = v
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
         if not isinstance(content, list):
