@@ -13,7 +13,7 @@ Text from the log (span texts, findings) is escaped on the way in; the JSON is e
 
 from __future__ import annotations
 
-import html
+from engine.viewer.escape import esc  # markup, quotes and bidi controls (shown, not obeyed)
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -187,8 +187,8 @@ def build_report(readers: list[_Reader], *, title: str | None = None) -> str:
     title = title or ("ctxledger report: " + " vs ".join(d["name"] for d in data))
     payload = _enc.encode({"sessions": data, "generated": generated}).decode().replace("<", "\\u003c")
     body = [
-        f"<header><h1>{html.escape(title)}</h1>",
-        f"<p class=meta>generated {html.escape(generated)} · every number below is read back from the event log "
+        f"<header><h1>{esc(title)}</h1>",
+        f"<p class=meta>generated {esc(generated)} · every number below is read back from the event log "
         "(timeline, audit, blame, lineage); nothing here needs a network connection</p></header>",
     ]
     if len(data) >= 2:
@@ -198,7 +198,7 @@ def build_report(readers: list[_Reader], *, title: str | None = None) -> str:
         body.append(_section(d, i))
     body.append("</main>")
     return _PAGE.format(
-        title=html.escape(title),
+        title=esc(title),
         css=_CSS,
         body="\n".join(body),
         data=payload,
@@ -237,7 +237,7 @@ def _comparison(data: list[dict[str, Any]]) -> str:
         return f'<span class="{cls}">{word}</span> ({au["errors"]} errors, {au["warnings"]} warnings)'
 
     cells.append("<tr><th>audit</th>" + "".join(f"<td>{verdict(d)}</td>" for d in data) + "</tr>")
-    names = "".join(f"<th>{html.escape(d['name'])}</th>" for d in data)
+    names = "".join(f"<th>{esc(d['name'])}</th>" for d in data)
     return (
         '<section class="compare"><h2>Side by side</h2><table id="comparison">'
         f"<thead><tr><th></th>{names}</tr></thead>"
@@ -251,11 +251,11 @@ def _section(d: dict[str, Any], i: int) -> str:
     status = "ok" if au["ok"] else "drift"
     out = [
         f'<section class="session" id="session-{i}">',
-        f'<h2>{html.escape(d["name"])} <span class="badge {"ok" if au["ok"] else "bad"}">audit: {status}</span></h2>',
+        f'<h2>{esc(d["name"])} <span class="badge {"ok" if au["ok"] else "bad"}">audit: {status}</span></h2>',
         f'<p class=meta>{mode} · {d["position"]:,} events · {d["live_spans"]:,} live spans · '
         f'{d["live_tokens"]:,} live tokens ({d["derived_tokens"]:,} derived) · max generation {d["max_generation"]}</p>',
         f'<figure><div class="chart" data-index="{i}" role="img" '
-        f'aria-label="live tokens by provenance over the log of {html.escape(d["name"])}"></div>',
+        f'aria-label="live tokens by provenance over the log of {esc(d["name"])}"></div>',
         '<figcaption class="legend"><span class="sw obs"></span>observed tokens <span class="sw der"></span>derived tokens '
         '<span class="mk prune"></span>prune <span class="mk rewrite"></span>rewrite '
         '<span class="mk rederive"></span>re-derive <span class="mk refused"></span>refused '
@@ -269,24 +269,24 @@ def _section(d: dict[str, Any], i: int) -> str:
     for f in d["findings"]:
         where = ", ".join(str(p) for p in f["positions"][:6])
         spans = ", ".join(f["span_ids"][:6])
-        out.append(f'<li class="{f["severity"]}"><details><summary><b>{html.escape(f["kind"])}</b> '
-                   f'<span class="sev">{f["severity"]}</span> {html.escape(_short(f["message"], 220))}</summary>')
-        out.append(f'<p class=meta>spans {html.escape(spans) or "–"} · positions {html.escape(where) or "–"}'
-                   + (f' · value <code>{html.escape(f["value"])}</code>' if f["value"] else "") + "</p>")
+        out.append(f'<li class="{f["severity"]}"><details><summary><b>{esc(f["kind"])}</b> '
+                   f'<span class="sev">{f["severity"]}</span> {esc(_short(f["message"], 220))}</summary>')
+        out.append(f'<p class=meta>spans {esc(spans) or "–"} · positions {esc(where) or "–"}'
+                   + (f' · value <code>{esc(f["value"])}</code>' if f["value"] else "") + "</p>")
         if f["blame"]:
             out.append("<h4>blame</h4><ul>")
             for h in f["blame"]:
                 mark = "grounded" if h.get("grounded") else "not grounded"
-                out.append(f'<li><code>{html.escape(h.get("span_id", ""))}</code> <i>{mark}</i> — {html.escape(_short(h["message"], 300))}</li>')
+                out.append(f'<li><code>{esc(h.get("span_id", ""))}</code> <i>{mark}</i> — {esc(_short(h["message"], 300))}</li>')
             out.append("</ul>")
         if f["lineage"]:
-            out.append(f'<h4>lineage of {html.escape(f.get("lineage_of", ""))}</h4><pre>')
-            out.append(html.escape("\n".join(f["lineage"])))
+            out.append(f'<h4>lineage of {esc(f.get("lineage_of", ""))}</h4><pre>')
+            out.append(esc("\n".join(f["lineage"])))
             out.append("</pre>")
         out.append("</details></li>")
     out.append("</ol>")
     if au["hidden"]:
-        out.append(f'<p class=meta>{au["hidden"]} more findings: <code>ctxledger audit {html.escape(d["name"])}</code></p>')
+        out.append(f'<p class=meta>{au["hidden"]} more findings: <code>ctxledger audit {esc(d["name"])}</code></p>')
     out.append("</section>")
     return "\n".join(out)
 
