@@ -259,3 +259,22 @@ def test_the_providers_usage_counts_are_kept(ledger):
     s = import_path(ledger, CC).session
     thinking = next(ev for ev in s.events() if ev.type == "Observed" and ev.meta.get("type") == "thinking")
     assert (thinking.meta["input_tokens"], thinking.meta["output_tokens"]) == (10, 5)
+
+
+def test_on_every_store(store_url):
+    """memory://, a SQLite file and PostgreSQL (when CTXLEDGER_TEST_POSTGRES is set) import alike."""
+    from engine import EstimateCounter
+
+    led = Ledger.open(store_url, token_counter=EstimateCounter())
+    try:
+        result = import_path(led, CC_DIR_OR_FILE)
+        again = import_path(led, CC_DIR_OR_FILE)
+        assert again.report.already_imported
+        s = led.session(CC_NAME)
+        assert s.verify().ok and len(rewrites(s)) == 3
+        assert [sp.id for sp in s.spans()] == [sp.id for sp in result.session.spans()]
+    finally:
+        led.close()
+
+
+CC_DIR_OR_FILE = CC.parent
