@@ -171,3 +171,17 @@ def test_postgres_index_is_tsvector_with_gin():
         ledger.close()
     finally:
         drop_schema(url)
+
+
+def test_an_encrypted_store_keeps_its_index_in_memory(tmp_path):
+    import base64
+
+    key = base64.b64encode(bytes(range(32))).decode()
+    ledger = Ledger.open(f"sqlite:///{tmp_path / 'secret.db'}", cipher_key=key, token_counter=EstimateCounter())
+    s = ledger.create_session("secret")
+    _fill(s)
+    s.prune("o3")
+    tools = ContextTools(s, ledger=ledger)
+    assert [h["span_id"] for h in tools.call("context_search", {"query": "E_QUOTA_EXCEEDED"}).data["hits"]] == ["o3"]
+    assert not os.path.exists(sidecar_path(str(tmp_path / "secret.db")))  # no plaintext beside the store
+    ledger.close()
