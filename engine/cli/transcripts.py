@@ -7,7 +7,14 @@ import threading
 
 import click
 
-from engine.cli._app import emit_json, handle_errors, main, open_ledger, printable, to_builtins
+from engine.cli._app import (
+    emit_json,
+    handle_errors,
+    main,
+    open_ledger,
+    printable,
+    to_builtins,
+)
 
 
 @main.command("watch")

@@ -36,9 +36,9 @@ from engine.importers.base import (
     Observe,
     ParseContext,
     clip,
-    meta_arguments,
     decode_error,
     jsonl_records,
+    meta_arguments,
 )
 
 __all__ = ["ClaudeCodeImporter", "IMPORTER", "split_summary"]

@@ -15,7 +15,14 @@ from typing import Any
 import msgspec
 
 from engine.errors import ImportFormatError
-from engine.importers.base import Apply, Checkpoint, Importer, ParseContext, decode_error, jsonl_records
+from engine.importers.base import (
+    Apply,
+    Checkpoint,
+    Importer,
+    ParseContext,
+    decode_error,
+    jsonl_records,
+)
 
 __all__ = ["MessageLogImporter", "IMPORTER", "api_of"]
 
@@ -72,7 +79,11 @@ class MessageLogImporter(Importer):
         return jsonl_records(source, start, ctx, _decode, follow=follow)
 
     def parse(self, records, ctx: ParseContext):
-        from engine.importers.messages import MessageRecorder, canonical_message, system_message
+        from engine.importers.messages import (
+            MessageRecorder,
+            canonical_message,
+            system_message,
+        )
 
         state: dict[str, Any] = {}
 

@@ -29,8 +29,8 @@ from engine.importers.base import (
     Observe,
     ParseContext,
     clip,
-    meta_arguments,
     decode_error,
+    meta_arguments,
 )
 
 __all__ = ["OpenHandsImporter", "IMPORTER"]
