@@ -13,7 +13,7 @@ Text from the log (span texts, findings) is escaped on the way in; the JSON is e
 
 from __future__ import annotations
 
-from engine.viewer.escape import esc  # markup, quotes and bidi controls (shown, not obeyed)
+import html
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,7 @@ from engine.spans import ordinal
 if TYPE_CHECKING:
     from engine.session import _Reader
 
-__all__ = ["build_report", "collect", "MAX_POINTS", "MAX_FINDINGS"]
+__all__ = ["build_report", "collect", "esc", "MAX_POINTS", "MAX_FINDINGS"]
 
 MAX_POINTS = 3000  # area samples per chart; markers are kept separately
 MAX_MARKERS = 4000
@@ -32,6 +32,22 @@ MAX_FINDINGS = 40  # findings shown with blame and lineage (errors first); the r
 MARKER_TYPES = ("Pruned", "Rewritten", "Rederived", "RewriteRefused", "Restored", "Expanded")
 
 _enc = msgspec.json.Encoder(enc_hook=str)
+
+
+# Session text is hostile until escaped: markup and quotes, and also the Unicode bidi controls
+# (U+202E RIGHT-TO-LEFT OVERRIDE and friends) and invisible characters that would make a line read
+# differently from what the log holds. Those are shown as a visible marker, never obeyed.
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_VISIBLE = {ord(c): f"\u27e8U+{ord(c):04X}\u27e9" for c in BIDI_CONTROLS}
+for _c in (*range(0, 9), 11, 12, *range(14, 32), 127, *range(128, 160), 0x200B, 0x200C, 0x200D, 0x2028, 0x2029, 0xFEFF):
+    _VISIBLE.setdefault(_c, f"\u27e8U+{_c:04X}\u27e9")
+_VISIBLE[13] = ""  # the CR of a CRLF: dropped, the LF stays
+
+
+def esc(text: Any) -> str:
+    """``text`` as HTML text or attribute content: markup and quotes escaped, bidi controls and
+    other invisible characters shown as ``⟨U+XXXX⟩``."""
+    return html.escape(str(text), quote=True).translate(_VISIBLE)
 
 
 def _short(text: str, width: int = 160) -> str:
