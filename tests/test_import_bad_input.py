@@ -134,3 +134,14 @@ def test_ledger_import_dispatches_to_the_importers(ledger):
     assert s.name == "via-ledger" and [ev.by for ev in s.events() if ev.type == "Rewritten"][0] == "claude-code:compact:auto"
     detected = ledger.import_(CODEX)
     assert detected.name.startswith("codex:")
+
+
+def test_hostile_bytes_are_not_recognised(ledger, tmp_path):
+    deep = tmp_path / "deep.jsonl"
+    deep.write_bytes(b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(bytes(range(256)) * 10)
+    for f in (deep, binary):
+        with pytest.raises(ImportFormatError):
+            import_path(ledger, f)
+    assert snapshot(ledger) == []

@@ -73,7 +73,11 @@ def importer(format: str) -> Any:
 def detect_format(path: Path) -> str:
     """The format whose importer recognises ``path`` (a file or a directory)."""
     for name in formats():
-        if _load({**BUILTIN, **_registered()}[name]).detect(path):
+        try:
+            found = _load({**BUILTIN, **_registered()}[name]).detect(path)
+        except (OSError, ValueError, RecursionError):  # unreadable or hostile bytes: not recognised
+            found = False
+        if found:
             return name
     raise ImportFormatError(
         f"{path}: not a transcript format ctxledger knows ({', '.join(formats())}); name one with --format"
