@@ -339,6 +339,7 @@ class MessageRecorder:
         self._hashes: list[str] = []
         self._spans: list[tuple[str, ...]] = []
         self._raw: dict[bytes, Message | None] = {}
+        self._last: tuple[str, list[Any], list[Message], int, Any] | None = None  # the last raw request, parsed
         self.resync()
 
     # -- the client's view ------------------------------------------------------------------
@@ -405,25 +406,40 @@ class MessageRecorder:
         return canonical_message(message, api, index)
 
     def canonical_list(self, messages: Iterable[Any], *, api: str, system: Any = None) -> tuple[list[Message], int]:
-        """The request's messages in canonical form (system first), and how many carried nothing."""
+        """The request's messages in canonical form (system first), and how many carried nothing.
+
+        Raw messages (``msgspec.Raw`` or bytes) that open the list exactly as the previous request's
+        did are not looked at again (a C-level comparison): a request that appends costs O(new)."""
         if api not in APIS:
             raise ImportFormatError(f"api must be one of {', '.join(APIS)}; got {api!r}")
         if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Iterable):
             raise _bad(f"messages must be a list, not {type(messages).__name__}", None)
-        out: list[Message] = []
-        skipped = 0
-        if system is not None:
-            head = system_message(system)
-            if head is None:
-                skipped += 1
-            else:
-                out.append(head)
-        for i, message in enumerate(messages):
-            m = self._canonical(message, api, i)
+        messages = list(messages)  # a copy: the caller may append to its list and send it again
+        last = self._last
+        if (
+            last is not None
+            and last[0] == api
+            and len(messages) >= len(last[1])
+            and last[4] == system
+            and messages[: len(last[1])] == last[1]
+        ):
+            out, skipped, start = list(last[2]), last[3], len(last[1])
+        else:
+            out, skipped, start = [], 0, 0
+            if system is not None:
+                head = system_message(system)
+                if head is None:
+                    skipped += 1
+                else:
+                    out.append(head)
+        for i in range(start, len(messages)):
+            m = self._canonical(messages[i], api, i)
             if m is None:
                 skipped += 1
             else:
                 out.append(m)
+        if messages and isinstance(messages[0], (bytes, msgspec.Raw)):
+            self._last = (api, messages, out, skipped, system)
         return out, skipped
 
     # -- recording ------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ __all__ = ["Health", "StoreWorker", "CONFLICT_RETRIES"]
 log = logging.getLogger("ctxledger.proxy")
 T = TypeVar("T")
 CONFLICT_RETRIES = 8
+RECORDERS_KEPT = 512  # sessions kept in memory (each holds its client's view and last request)
 _OUTCOME_LABEL = "proxy:upstream-error"
 _OWNERS_LIMIT = 100_000  # reply hashes remembered to follow a conversation after the client compacts
 
@@ -93,7 +94,7 @@ class StoreWorker:
         self.health = health
         self.permissive = permissive
         self.ledger: Any = None
-        self._recorders: dict[str, MessageRecorder] = {}
+        self._recorders: OrderedDict[str, MessageRecorder] = OrderedDict()  # most recently used last
         self._owners: OrderedDict[str, str] = OrderedDict()  # reply message hash -> session name
         self._unrecordable: set[str] = set()  # sessions whose last request had malformed messages
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxledger-store")
@@ -122,6 +123,7 @@ class StoreWorker:
     def recorder(self, name: str) -> MessageRecorder:
         rec = self._recorders.get(name)
         if rec is not None:
+            self._recorders.move_to_end(name)
             return rec
         self.open()
         try:
@@ -134,6 +136,8 @@ class StoreWorker:
             except DuplicateSessionError:  # another proxy created it a moment ago
                 session = self.ledger.session(name)
         rec = self._recorders[name] = MessageRecorder(session, by="client", reply_by="model")
+        while len(self._recorders) > RECORDERS_KEPT:  # an idle session is read back when it returns
+            self._recorders.popitem(last=False)
         return rec
 
     def _guard(self, what: str, name: str, fn: Callable[[MessageRecorder], T]) -> T | None:
