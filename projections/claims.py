@@ -87,22 +87,18 @@ def _stem(word: str) -> str:
 
 
 def _content(text: str) -> set[str]:
-    """The words that carry a claim: stems of non-stop words, each specific (a path, a service, a
-    time) counted once as a whole, so a long path cannot outvote the verb beside it."""
-    units: set[str] = set()
+    """The words that carry a claim: stems of its non-stop words outside its specifics (the verb,
+    the object: "delete", "timeout"). Specifics (a path, a service, a time) are checked on their own,
+    so a long path cannot outvote the verb beside it."""
     rest = []
     pos = 0
     for sp in extract(text):
         if sp.category == "quote":
             continue
         rest.append(text[pos : sp.start])
-        units.add("".join(tokens(sp.text)))
         pos = max(pos, sp.end)
     rest.append(text[pos:])
-    for t in tokens(" ".join(rest)):
-        if t.isdigit() or (len(t) >= 2 and t not in _STOP):
-            units.add(_stem(t))
-    return units
+    return {_stem(t) for t in tokens(" ".join(rest)) if t.isdigit() or (len(t) >= 2 and t not in _STOP)}
 
 
 # -- invented user instructions -------------------------------------------------------------------
@@ -138,12 +134,15 @@ def user_instructions(text: str, sources: Sequence[Source]) -> list[dict]:
         if len(claim) < 3:
             claim = sentence[: m.start()].strip(" :,.-")  # "Keep v1 until Friday, as the user asked."
         words = _content(claim)
-        if not words:
+        specifics = [sp for sp in extract(claim) if not sp.weak and sp.category != "quote"]
+        if not words and not specifics:
             continue
-        best = max((len(words & uw) / len(words) for uw in user_words), default=0.0)
+        best = max((len(words & uw) / len(words) for uw in user_words), default=0.0) if words else 1.0
         missing = []
         if user_index is not None:
-            missing = [sp.text for sp in extract(claim) if not sp.weak and not user_index.supports(sp)[0]]
+            missing = [sp.text for sp in specifics if not user_index.supports(sp)[0]]
+        elif specifics:
+            missing = [sp.text for sp in specifics]
         if best >= INSTRUCTION_SUPPORT and not missing:
             continue
         who = "no user message" if not user_texts else "none of the user's messages"
@@ -267,7 +266,7 @@ def completions(text: str, sources: Sequence[Source]) -> list[dict]:
 # status families: word pattern -> (family, polarity)
 _STATUS = [
     (re.compile(r"\b(?:succeed(?:ed|s)?|successful(?:ly)?|completed?|finished|passed|healthy|recovered|up)\b", re.I), "outcome", 1),
-    (re.compile(r"\b(?:fail(?:ed|s|ure)?|errored|crashed|aborted|broke|broken|timed\s+out|down|unhealthy)\b", re.I), "outcome", -1),
+    (re.compile(r"\b(?:fail(?:ed|s|ure)?|errored|errors?|exceptions?|crashed|aborted|broke|broken|timed\s+out|time-?outs?|down|unhealthy|HTTP\s+5\d\d)\b|(?:->|returned|status)\s+5\d\d\b", re.I), "outcome", -1),
     (re.compile(r"\b(?:rolled\s+back|reverted|roll\s*back)\b", re.I), "rollback", 1),
     (re.compile(r"\b(?:restarted|rebooted|bounced)\b", re.I), "restart", 1),
     (re.compile(r"\b(?:merged)\b", re.I), "merge", 1),

