@@ -236,7 +236,8 @@ def api_audit(v: _Viewer, request: Request) -> Any:
 
 def api_curve(v: _Viewer, request: Request) -> Any:
     s = v.session(request.path_params["name"])
-    return v.curves.get((s.id, s.position), lambda: data.curve(s))
+    # kept encoded: a million-event curve is thousands of points, encoded once per session head
+    return v.curves.get((s.id, s.position), lambda: msgspec.Raw(msgspec.json.encode(data.curve(s))))
 
 
 def api_seek(v: _Viewer, request: Request) -> Any:
