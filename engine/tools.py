@@ -442,14 +442,23 @@ class ContextTools:
         )
 
     def _pages(self, text: str) -> list[str]:
-        size = self.recall_tokens * 4  # characters: about four per token, shrunk below if needed
+        """``text`` cut into pages of at most ``recall_tokens`` tokens (by the session's counter),
+        each ending at a line or word break when there is one in its second half."""
+        cap = self.recall_tokens
+        count = self.session.counter.count
         pages, i = [], 0
         while i < len(text):
-            chunk = text[i : i + size]
-            if i + size < len(text):  # end a page at a line or word break when there is one nearby
-                cut = max(chunk.rfind("\n"), chunk.rfind(" "))
-                if cut > size // 2:
-                    chunk = chunk[: cut + 1]
+            size = cap * 4  # characters: about four per token, shrunk while the page is over the cap
+            while True:
+                chunk = text[i : i + size]
+                if i + size < len(text):
+                    cut = max(chunk.rfind("\n"), chunk.rfind(" "))
+                    if cut > size // 2:
+                        chunk = chunk[: cut + 1]
+                tokens = count(chunk)
+                if tokens <= cap or size <= 1:
+                    break
+                size = max(1, int(size * cap / tokens * 0.95))
             pages.append(chunk)
             i += len(chunk)
         return pages or [""]
