@@ -399,3 +399,67 @@ def test_story_an_investigator_traces_an_invented_time_to_its_rewrite(client, st
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_concurrent_requests_each_get_their_own_position(store):
+    """uvicorn runs the endpoints in a thread pool over one shared ledger: many positions at once,
+    each answer the buffer of its own position."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import uvicorn
+
+    s = store.session("incident-7")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    srv = uvicorn.Server(uvicorn.Config(create_app(store, fleet=False), log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not srv.started:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        root = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        positions = [1 + (k * 7) % s.position for k in range(60)]
+        with httpx.Client(base_url=root, timeout=30) as c, ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda n: (n, c.get(f"/api/s/incident-7/at/{n}").json()), positions))
+            curves = list(pool.map(lambda _: c.get("/api/s/incident-7/curve").json(), range(8)))
+        for n, body in answers:
+            assert body["position"] == n and [x["id"] for x in body["spans"]] == [x.id for x in s.at(n).spans()]
+        assert all(cv == curves[0] for cv in curves)
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def test_every_store_serves_the_same_pages(ledger):
+    """memory://, SQLite and PostgreSQL (when CTXLEDGER_TEST_POSTGRES is set): the same contract."""
+    s = _session(ledger)
+    with TestClient(create_app(ledger, fleet=False), base_url="http://127.0.0.1") as c:
+        for n in (1, 5, s.position):
+            body = c.get(f"/api/s/incident-7/at/{n}").json()
+            assert [x["id"] for x in body["spans"]] == [x.id for x in s.at(n).spans()]
+            assert c.get(f"/s/incident-7?at={n}").status_code == 200
+        assert c.get("/api/s/incident-7/audit").json()["ok"] is False
+        assert c.get("/s/incident-7?at=999").status_code == 404
+        assert "incident-7" in c.get("/").text
+
+
+def test_sessions_page_takes_drift_findings_from_the_fleet_view(store):
+    app = create_app(store, fleet=True)
+    viewer = app.app.state.viewer
+    viewer._fleet_thread.join(60)  # the background catch-up started with the app
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        rows = {r["name"]: r for r in c.get("/api/sessions").json()["sessions"]}
+        assert rows["incident-7"]["drift"] >= 1 and "unsupported-specific" in rows["incident-7"]["findings"]
+        page = c.get("/").text
+        assert "from the fleet view" in page and "unsupported-specific" in page
+    memory = Ledger.open("memory://")
+    _session(memory)
+    app = create_app(memory, fleet=True)
+    app.app.state.viewer._fleet_thread.join(60)
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        page = c.get("/").text
+        assert "no fleet view" in page and 'href="/s/incident-7"' in page  # memory:// has none: said so
