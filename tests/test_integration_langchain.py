@@ -18,6 +18,7 @@ from langchain.agents import create_agent  # noqa: E402
 from langchain_core.chat_history import BaseChatMessageHistory  # noqa: E402
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel  # noqa: E402
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage  # noqa: E402
+from langchain_core.messages.utils import convert_to_openai_messages  # noqa: E402
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # noqa: E402
 from langchain_core.runnables.history import RunnableWithMessageHistory  # noqa: E402
 from langchain_core.tools import tool  # noqa: E402
@@ -266,7 +267,12 @@ def test_message_kinds_round_trip_exactly():
     h = LedgerChatMessageHistory(ledger(), "kinds")
     msgs = conversation()
     h.add_messages(msgs)
-    assert h.messages == msgs
+    back = h.messages
+    assert back == msgs
+    # what a provider integration does with them is the same too
+    assert convert_to_openai_messages(back) == convert_to_openai_messages(msgs)
+    assert [m.content_blocks for m in back] == [m.content_blocks for m in msgs]
+    assert [m.model_dump() for m in back] == [m.model_dump() for m in msgs]
     spans = h.ledger_session.spans()
     assert [(s.role, s.kind) for s in spans] == [
         ("system", "message"), ("user", "message"), ("assistant", "tool_call"), ("assistant", "tool_call"),
@@ -395,6 +401,7 @@ def test_any_conversation_round_trips_and_any_pruning_keeps_pairs_valid(blocks, 
     h = LedgerChatMessageHistory(ledger(), "prop")
     h.add_messages(msgs)
     assert h.messages == msgs
+    assert convert_to_openai_messages(h.messages) == convert_to_openai_messages(msgs)
     spans = h.ledger_session.spans()
     for span_id in sorted(data.draw(st.sets(st.sampled_from([s.id for s in spans])))):
         h.ledger_session.prune(span_id)

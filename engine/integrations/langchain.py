@@ -192,6 +192,19 @@ def _decoded(span: Span) -> dict[str, Any] | None:
     return data
 
 
+_CLASS_OF_TYPE = {"human": HumanMessage, "ai": AIMessage, "system": SystemMessage, "tool": ToolMessage}
+
+
+def _message(data: dict[str, Any]) -> BaseMessage:
+    """A message back from ``message_to_dict``'s form. The four common types are rebuilt without
+    validating again (the data is a validated message's dump, read back from the log: validating
+    1,000 messages on every model call costs more than the rest of the view); others the usual way."""
+    cls = _CLASS_OF_TYPE.get(data.get("type"))
+    if cls is not None and data["data"].get("type") == data["type"]:
+        return cls.model_construct(**data["data"])
+    return messages_from_dict([data])[0]
+
+
 def _plain(span: Span) -> BaseMessage:
     """A message for a span recorded without one (by the CLI, the context tools, another adapter)."""
     if span.kind == "tool_result":
@@ -217,13 +230,13 @@ def _calls_message(spans: list[Span]) -> BaseMessage:
     first = spans[0]
     data = _decoded(first) if first.meta.get(CALL) == 0 else None
     if data is not None and len(spans) == first.meta.get(CALLS, 1):
-        return messages_from_dict([data])[0]
+        return _message(data)
     calls = [{"name": s.meta["name"], "args": _args(s.meta.get("arguments")), "id": s.meta["tool_call_id"]} for s in spans]
     if data is not None:
         kept = {c["id"] for c in calls}
         d = dict(data["data"])
         d["tool_calls"] = [c for c in d.get("tool_calls") or [] if c.get("id") in kept]
-        return messages_from_dict([{**data, "data": d}])[0]
+        return _message({**data, "data": d})
     return AIMessage(content="", tool_calls=calls)
 
 
@@ -265,7 +278,7 @@ def _entry_message(e: Entry) -> BaseMessage:
     s = e.span
     if e.shown is Shown.SPAN:
         data = _decoded(s)
-        return messages_from_dict([data])[0] if data is not None else _plain(s)
+        return _message(data) if data is not None else _plain(s)
     if e.shown is Shown.DERIVED:
         return _CLASS_OF_ROLE.get(s.role, HumanMessage)(content=f"{derived_marker(s)}\n{s.text}", id=f"ctxledger-{s.id}")
     if e.shown is Shown.MISSING_RESULT:
