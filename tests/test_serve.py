@@ -463,3 +463,13 @@ def test_sessions_page_takes_drift_findings_from_the_fleet_view(store):
     with TestClient(app, base_url="http://127.0.0.1") as c:
         page = c.get("/").text
         assert "no fleet view" in page and 'href="/s/incident-7"' in page  # memory:// has none: said so
+
+
+def test_sessions_beyond_the_open_limit_are_listed_without_being_opened():
+    ledger = Ledger.open("memory://", token_counter=EstimateCounter())
+    for i in range(5):
+        ledger.create_session(f"s{i}").observe("hello there", role="user")
+    rows = data.session_rows(ledger, open_limit=2)
+    assert [r["name"] for r in rows] == [f"s{i}" for i in range(5)]
+    assert all(r["events"] == 2 for r in rows)
+    assert [r["tokens"] is None for r in rows] == [False, False, True, True, True]

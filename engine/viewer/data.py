@@ -366,30 +366,41 @@ def _lineage_json(lin: Any) -> dict[str, Any]:
 # -- the sessions page -----------------------------------------------------------------------------
 
 
-def session_rows(ledger: Ledger, fleet_rows: dict[str, Any] | None = None, *, limit: int = 1000) -> list[dict[str, Any]]:
+def session_rows(ledger: Ledger, fleet_rows: dict[str, Any] | None = None, *, open_limit: int = 300) -> list[dict[str, Any]]:
     """One row per session: events, live spans and tokens, derived, max generation, refusals,
-    violations, last activity, and the fleet view's drift findings when it has a row."""
+    violations, last activity, and the fleet view's drift findings when it has a row. The first
+    ``open_limit`` sessions are opened (a snapshot read each) for their buffer's numbers; the rest
+    show what the session list and the fleet view know without opening them."""
     rows = []
-    for info in ledger.sessions()[:limit]:
-        s = ledger.session(info.id)
-        spans = s.state.live.values()
-        last = s.event(s.position).at if s.position else None
+    for k, info in enumerate(ledger.sessions()):
         fr = (fleet_rows or {}).get(info.name)
-        rows.append(
-            {
-                "name": info.name,
-                "events": s.position,
-                "strict": info.strict,
-                "live_spans": len(s.state.live),
-                "tokens": s.tokens,
-                "derived": sum(1 for x in spans if x.provenance is Provenance.DERIVED),
-                "max_generation": max((x.generation for x in spans), default=0),
-                "refusals": s.state.refusals,
-                "violations": s.state.violations,
-                "drift": None if fr is None else fr.drift,
-                "findings": [] if fr is None else sorted({f.kind for f in (fr.audit or fr.findings)}),
-                "last": _time(last),
-                "started": _time(info.started_at),
-            }
-        )
+        row: dict[str, Any] = {
+            "name": info.name,
+            "events": info.position,
+            "strict": info.strict,
+            "live_spans": None,
+            "tokens": None,
+            "derived": None,
+            "max_generation": fr.max_generation if fr is not None else 0,
+            "refusals": fr.refusals if fr is not None else 0,
+            "violations": fr.violations if fr is not None else 0,
+            "drift": None if fr is None else fr.drift,
+            "findings": [] if fr is None else sorted({f.kind for f in (fr.audit or fr.findings)}),
+            "last": _time(fr.last_event_at) if fr is not None else "",
+            "started": _time(info.started_at),
+        }
+        if k < open_limit:
+            s = ledger.session(info.id)
+            spans = s.state.live.values()
+            row.update(
+                events=s.position,
+                live_spans=len(s.state.live),
+                tokens=s.tokens,
+                derived=sum(1 for x in spans if x.provenance is Provenance.DERIVED),
+                max_generation=max((x.generation for x in spans), default=0),
+                refusals=s.state.refusals,
+                violations=s.state.violations,
+                last=_time(s.event(s.position).at) if s.position else "",
+            )
+        rows.append(row)
     return rows

@@ -83,6 +83,7 @@ def sessions_page(rows: list[dict[str, Any]], *, fleet_note: str) -> str:
     for r in rows:
         drift = r["drift"] if r["drift"] is not None else r["violations"]
         flagged = bool(drift or r["refusals"] or r["max_generation"] > 1)
+        v = {k: ("" if r[k] is None else r[k]) for k in ("live_spans", "tokens", "derived")}
         kinds = ", ".join(r["findings"])
         body.append(
             f'<tr class="{"flagged" if flagged else ""}" data-flagged="{int(flagged)}" '
@@ -90,9 +91,9 @@ def sessions_page(rows: list[dict[str, Any]], *, fleet_note: str) -> str:
             f'<td data-v="{esc(r["name"])}"><a href="{esc(url("s", r["name"]))}">{esc(r["name"])}</a>'
             f'{"" if r["strict"] else " <span class=tag>permissive</span>"}</td>'
             f'<td data-v="{r["events"]}">{_num(r["events"])}</td>'
-            f'<td data-v="{r["live_spans"]}">{_num(r["live_spans"])}</td>'
-            f'<td data-v="{r["tokens"]}">{_num(r["tokens"])}</td>'
-            f'<td data-v="{r["derived"]}">{_num(r["derived"])}</td>'
+            f'<td data-v="{v["live_spans"]}">{_num(r["live_spans"])}</td>'
+            f'<td data-v="{v["tokens"]}">{_num(r["tokens"])}</td>'
+            f'<td data-v="{v["derived"]}">{_num(r["derived"])}</td>'
             f'<td data-v="{r["max_generation"]}" class="{"bad" if r["max_generation"] > 1 else ""}">{r["max_generation"]}</td>'
             f'<td data-v="{r["refusals"]}">{_num(r["refusals"])}</td>'
             f'<td data-v="{drift}" class="{"bad" if drift else ""}">{_num(drift)}'
