@@ -464,3 +464,28 @@ def test_compact_mode_sends_the_compacted_buffer_upstream_and_records_the_full_h
         assert all(x.generation <= 1 for x in s.spans())
         assert any(e.by.startswith("compactor:") for e in s.events() if type(e).__name__ in ("Pruned", "Rewritten"))
         assert s.verify()
+
+
+def test_a_conversation_that_compacted_its_opening_away_stays_in_its_session(fake, origin, tmp_path):
+    """No header, no --session: the session is found by the conversation's opening, and after the
+    client summarized its opening away, by the recent replies it still carries."""
+    db = _db(tmp_path)
+    with running(origin, db) as (url, _):
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0)
+        history = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix the login bug"}]
+        for turn in ("Check the session cookie.", "Now the CSRF token."):
+            r = client.chat.completions.create(model="m", messages=history)
+            history += [{"role": "assistant", "content": r.choices[0].message.content}, {"role": "user", "content": turn}]
+        r = client.chat.completions.create(model="m", messages=history)
+        history.append({"role": "assistant", "content": r.choices[0].message.content})
+        # the client compacts: its first user message is gone
+        history = [history[0], {"role": "user", "content": "Summary: we fixed the login bug's cookie handling."},
+                   *history[-2:], {"role": "user", "content": "Anything else?"}]
+        client.chat.completions.create(model="m", messages=history)
+    with Ledger.open(db) as ledger:
+        [info] = ledger.sessions()
+        s = ledger.session(info.name)
+        assert info.name.startswith("proxy:fix-the-login-bug:")
+        [summary] = [x for x in s.spans() if x.derived]
+        assert summary.text.startswith("Summary:") and len(summary.sources) == 4
+        assert s.spans()[-1].text == "You said: Anything else?"

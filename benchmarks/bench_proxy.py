@@ -1,0 +1,259 @@
+"""The recording proxy's cost: added latency per call, and recorded calls per second.
+
+    python benchmarks/bench_proxy.py [--calls 200] [--seconds 5]
+
+Three processes on loopback: the fake upstream (engine.proxy.testing.FakeUpstream on uvicorn), the
+proxy (`ctxledger proxy`, SQLite file) and this client. Baseline: the same call sent to the fake
+upstream directly. Latency: non-streamed calls of a growing conversation of 1k / 10k / 100k tokens
+(each call appends the last reply and a user turn, as an agent does), proxied and direct calls
+alternating; p50/p99 of each and the difference. Throughput: 16 concurrent sessions, each a growing
+conversation, for a few seconds, proxied vs direct.
+
+Writes its tables into benchmarks/RESULTS.md between <!-- bench:proxy --> markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx  # noqa: E402
+
+from _results import machine, write_section  # noqa: E402
+from engine import BPECounter, Ledger  # noqa: E402
+from engine.proxy.testing import free_port  # noqa: E402
+
+RNG = random.Random(7)
+WORDS = ("deploy billing-api migration 0042 returned 503 retry the worker queue cache p99 latency "
+         "rollback ticket INC-4411 config /etc/app.yaml user asked to check logs and restart").split()
+SIZES = (1_000, 10_000, 100_000)
+MESSAGE_TOKENS = 200
+
+
+def _text(tokens: int) -> str:
+    return " ".join(RNG.choice(WORDS) for _ in range(int(tokens / 1.6)))
+
+
+def conversation(tokens: int) -> list[dict]:
+    counter = BPECounter()
+    msgs = [{"role": "system", "content": "You are a deploy agent."}]
+    total = 0
+    i = 0
+    while total < tokens:
+        role = "user" if i % 2 == 0 else "assistant"
+        text = _text(MESSAGE_TOKENS)
+        total += counter.count(text)
+        msgs.append({"role": role, "content": text})
+        i += 1
+    if msgs[-1]["role"] != "user":
+        msgs.append({"role": "user", "content": "continue"})
+    return msgs
+
+
+def _wait(url: str, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"a server exited: {proc.args}")
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    raise SystemExit(f"{url} did not come up")
+
+
+BARE_FORWARDER = """
+import contextlib, sys, httpx, uvicorn
+from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Route
+origin, port = sys.argv[1], int(sys.argv[2])
+state = {}
+async def forward(request):
+    body = await request.body()
+    r = await state["client"].post(request.url.path, content=body, headers={"content-type": "application/json"})
+    return Response(r.content, status_code=r.status_code, media_type="application/json")
+@contextlib.asynccontextmanager
+async def lifespan(app):
+    async with httpx.AsyncClient(base_url=origin, timeout=60) as client:
+        state["client"] = client
+        yield
+app = Starlette(routes=[Route("/v1/chat/completions", forward, methods=["POST"])], lifespan=lifespan)
+uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+"""
+
+
+def start_servers(db: str) -> tuple[list[subprocess.Popen], str, str, str]:
+    up_port, px_port, bare_port = free_port(), free_port(), free_port()
+    upstream = subprocess.Popen(
+        [sys.executable, "-c",
+         "import uvicorn; from engine.proxy.testing import FakeUpstream; "
+         f"uvicorn.run(FakeUpstream().app, host='127.0.0.1', port={up_port}, log_level='warning', access_log=False)"],
+        stderr=subprocess.DEVNULL,
+    )
+    origin = f"http://127.0.0.1:{up_port}"
+    _wait(origin + "/v1/models", upstream)
+    proxy = subprocess.Popen(
+        [sys.executable, "-c", "from engine.cli import main; main()", "--db", db, "proxy", "--upstream", origin,
+         "--listen", f"127.0.0.1:{px_port}"],
+        stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    url = f"http://127.0.0.1:{px_port}"
+    _wait(url + "/ctxledger/health", proxy)
+    bare = subprocess.Popen([sys.executable, "-c", BARE_FORWARDER, origin, str(bare_port)], stderr=subprocess.DEVNULL)
+    bare_url = f"http://127.0.0.1:{bare_port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(bare_url, timeout=1)
+            break
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    return [upstream, proxy, bare], origin, url, bare_url
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    k = min(len(values) - 1, max(0, round(p / 100 * (len(values) - 1))))
+    return values[k]
+
+
+def latency(origin: str, url: str, bare: str, tokens: int, calls: int) -> dict:
+    base = conversation(tokens)
+    session = f"bench-latency-{tokens}"
+    targets = {"direct": origin, "bare": bare, "proxied": url}
+    times: dict[str, list[float]] = {k: [] for k in targets}
+    with httpx.Client(timeout=60) as client:
+        histories = {k: list(base) for k in targets}
+
+        def call(kind: str) -> float:
+            history = histories[kind]
+            body = json.dumps({"model": "fake", "messages": history}).encode()
+            t = time.perf_counter()
+            r = client.post(f"{targets[kind]}/v1/chat/completions", content=body,
+                            headers={"content-type": "application/json", "x-ctxledger-session": session})
+            elapsed = (time.perf_counter() - t) * 1000
+            r.raise_for_status()
+            reply = r.json()["choices"][0]["message"]
+            history.append({"role": "assistant", "content": reply["content"]})
+            history.append({"role": "user", "content": _text(40)})
+            return elapsed
+
+        for _ in range(2):  # warm up; the first proxied call records the whole history
+            for kind in targets:
+                call(kind)
+        kinds = list(targets)
+        for i in range(calls):
+            for kind in kinds[i % 3:] + kinds[: i % 3]:  # rotate the order: no kind always goes first
+                times[kind].append(call(kind))
+        size = len(json.dumps({"messages": histories["proxied"]}))
+    row = {"tokens": tokens, "messages": len(base), "body_kb": size / 1024}
+    for kind, values in times.items():
+        row[f"{kind}_p50"], row[f"{kind}_p99"] = pct(values, 50), pct(values, 99)
+    row["added_p50"] = row["proxied_p50"] - row["direct_p50"]
+    row["added_p99"] = row["proxied_p99"] - row["direct_p99"]
+    row["recording_p50"] = row["proxied_p50"] - row["bare_p50"]
+    return row
+
+
+async def _throughput(target: str, sessions: int, seconds: float, tag: str) -> int:
+    done = 0
+    stop = time.monotonic() + seconds
+    limits = httpx.Limits(max_connections=sessions, max_keepalive_connections=sessions)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+        async def agent(k: int) -> None:
+            nonlocal done
+            history = [{"role": "system", "content": "You are a deploy agent."},
+                       {"role": "user", "content": f"{tag} agent {k}: " + _text(30)}]
+            while time.monotonic() < stop:
+                r = await client.post(f"{target}/v1/chat/completions", json={"model": "fake", "messages": history},
+                                      headers={"x-ctxledger-session": f"bench-{tag}-{k}"})
+                r.raise_for_status()
+                history.append({"role": "assistant", "content": r.json()["choices"][0]["message"]["content"]})
+                history.append({"role": "user", "content": _text(30)})
+                done += 1
+
+        await asyncio.gather(*(agent(k) for k in range(sessions)))
+    return done
+
+
+def throughput(origin: str, url: str, db: str, sessions: int, seconds: float) -> dict:
+    direct = asyncio.run(_throughput(origin, sessions, seconds, "direct"))
+    proxied = asyncio.run(_throughput(url, sessions, seconds, "proxied"))
+    time.sleep(0.5)
+    with Ledger.open(db) as ledger:
+        recorded = sum(
+            sum(1 for e in ledger.session(i.name).events() if type(e).__name__ == "Observed" and e.role == "assistant")
+            for i in ledger.sessions() if i.name.startswith("bench-proxied-")
+        )
+    return {"sessions": sessions, "seconds": seconds, "direct_per_s": direct / seconds,
+            "proxied_per_s": proxied / seconds, "calls": proxied, "replies_recorded": recorded}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        db = f"sqlite:///{Path(tmp) / 'bench.db'}"
+        procs, origin, url, bare = start_servers(db)
+        try:
+            rows = [latency(origin, url, bare, n, args.calls) for n in SIZES]
+            tp = throughput(origin, url, db, 16, args.seconds)
+        finally:
+            for p in procs:
+                p.terminate()
+                p.wait(10)
+    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    lines = [
+        "## Recording proxy (`ctxledger proxy`)",
+        "",
+        f"`python benchmarks/bench_proxy.py --calls {args.calls} --seconds {args.seconds:g}` — {machine()}; "
+        f"load before the run: `{load}`.",
+        "Processes on loopback: the fake upstream (uvicorn), the proxy (`ctxledger proxy`, SQLite file), a bare "
+        "Starlette + httpx forwarder that records nothing (the cost of the extra HTTP hop alone), and this client. "
+        "Baseline: the same call sent to the fake upstream directly; the three kinds of call rotate. Non-streamed "
+        "calls of a growing conversation (each call appends the reply and a user turn).",
+        "",
+        "| conversation | messages | body | direct p50 / p99 | bare forwarder p50 / p99 | ctxledger proxy p50 / p99 "
+        "| added vs direct p50 (target ≤ 3 ms) | added vs direct p99 (target ≤ 15 ms) | recording's share p50 (proxy − bare) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['tokens']:,} tokens | {r['messages']} | {r['body_kb']:,.0f} KB | {r['direct_p50']:.2f} / {r['direct_p99']:.2f} ms "
+            f"| {r['bare_p50']:.2f} / {r['bare_p99']:.2f} ms "
+            f"| {r['proxied_p50']:.2f} / {r['proxied_p99']:.2f} ms | {r['added_p50']:.2f} ms | {r['added_p99']:.2f} ms "
+            f"| {r['recording_p50']:.2f} ms |"
+        )
+    lines += [
+        "",
+        "| 16 concurrent sessions, SQLite | direct (no recording) | proxied, recorded | ratio | target |",
+        "| --- | --- | --- | --- | --- |",
+        f"| calls/s over {tp['seconds']:g} s | {tp['direct_per_s']:,.0f} | {tp['proxied_per_s']:,.0f} "
+        f"({tp['replies_recorded']:,} replies in the ledger for {tp['calls']:,} calls) | "
+        f"{tp['proxied_per_s'] / tp['direct_per_s']:.2f} | ≥ 300/s |",
+    ]
+    body = "\n".join(lines)
+    print(body)
+    if not args.no_write:
+        write_section("proxy", body)
+
+
+if __name__ == "__main__":
+    main()
