@@ -296,26 +296,36 @@ def _entity_keys(clause: str, found: list[Specific]) -> set[str]:
     return {"".join(tokens(sp.text)) for sp in found if sp.category in _ENTITY_CATS and not sp.weak}
 
 
-def status_flips(text: str, sources: Sequence[Source]) -> list[dict]:
+def _within(found: list[Specific], start: int, end: int) -> list[Specific]:
+    return [sp for sp in found if start <= sp.start and sp.end <= end]
+
+
+def status_flips(
+    text: str, sources: Sequence[Source], index: SourceIndex | None = None, found: list[Specific] | None = None
+) -> list[dict]:
     """A thing the summary gives a status (succeeded, failed, rolled back, restarted, or not) whose
-    sources, wherever they name it with a status of the same kind, say the opposite."""
+    sources, wherever they name it with a status of the same kind, say the opposite. (``index`` and
+    ``found``: the sources' index and the summary's specifics, when already built.)"""
     out: list[dict] = []
     claims = []  # (offset, clause, statuses, entities): the summary first, the sources only if needed
     for offset, sentence in _sentences(text):
         for clause_offset, clause in _clauses(sentence):
             st = _statuses(clause)
             if st:
-                ents = _entity_keys(clause, extract(clause))
+                start = offset + clause_offset
+                mine = _within(found, start, start + len(clause)) if found is not None else extract(clause)
+                ents = _entity_keys(clause, mine)
                 if ents:
-                    claims.append((offset + clause_offset, clause, st, ents))
+                    claims.append((start, clause, st, ents))
     if not claims:
         return out
     src_sentences: list[tuple[set[str], list[tuple[str, int, int]]]] = []
-    for src in sources:
-        for _, sentence in _sentences(src.text):
+    for i, src in enumerate(sources):
+        for start, sentence in _sentences(src.text):
             st = _statuses(sentence)
             if st:
-                src_sentences.append((_entity_keys(sentence, extract(sentence)), st))
+                theirs = _within(index.per_text[i], start, start + len(sentence)) if index is not None else extract(sentence)
+                src_sentences.append((_entity_keys(sentence, theirs), st))
     for at_clause, clause, st, ents in claims:
         for family, polarity, at in st:
             said = {p for keys, sst in src_sentences if keys & ents for f, p, _ in sst if f == family}
@@ -354,36 +364,40 @@ def _clauses(sentence: str) -> list[tuple[int, str]]:
 
 @dataclass
 class _PerSource:
-    texts: Sequence[str]
+    index: SourceIndex
     _indexes: dict[int, SourceIndex] = field(default_factory=dict)
 
     def holding(self, sp: Specific) -> set[int]:
         out = set()
-        for i, t in enumerate(self.texts):
+        for i, t in enumerate(self.index.texts):
             idx = self._indexes.get(i)
             if idx is None:
-                idx = self._indexes[i] = SourceIndex.build([t])
+                idx = self._indexes[i] = SourceIndex.build([t], [self.index.per_text[i]], [self.index.tok_lists[i]])
             if idx.supports(sp)[0]:
                 out.add(i)
         return out
 
 
-def swapped_pairings(text: str, sources: Sequence[Source], index: SourceIndex | None = None) -> list[dict]:
+def swapped_pairings(
+    text: str, sources: Sequence[Source], index: SourceIndex | None = None, found: list[Specific] | None = None
+) -> list[dict]:
     """Specifics one summary clause binds together that each appear in the sources but never in one
     source span together: every fact is real, the pairing is not."""
     texts = [s.text for s in sources]
     if len(texts) < 2:
         return []  # one span: every pairing co-occurs in it
     index = index if index is not None else SourceIndex.build(texts)
-    per = _PerSource(texts)
+    found = found if found is not None else extract(text)
+    per = _PerSource(index)
     out: list[dict] = []
     for offset, sentence in _sentences(text):
         for clause_offset, clause in _clauses(sentence):
-            found = [sp for sp in extract(clause) if sp.category in _PAIRABLE and not sp.weak]
-            if len(found) < 2:
+            start = offset + clause_offset
+            bound = [sp for sp in _within(found, start, start + len(clause)) if sp.category in _PAIRABLE and not sp.weak]
+            if len(bound) < 2:
                 continue
             holders = []
-            for sp in found:
+            for sp in bound:
                 if not index.supports(sp)[0]:
                     continue  # unsupported: the specifics check reports it
                 holders.append((sp, per.holding(sp)))
@@ -402,7 +416,7 @@ def swapped_pairings(text: str, sources: Sequence[Source], index: SourceIndex | 
                                 f"the summary pairs {a.text!r} with {b.text!r}, but no source states them together "
                                 "(each is stated, about something else): facts may have been swapped"
                             ),
-                            "offset": offset + clause_offset + a.start,
+                            "offset": a.start,
                         }
                     )
                     break
@@ -415,13 +429,18 @@ def swapped_pairings(text: str, sources: Sequence[Source], index: SourceIndex | 
 # -- entry point ------------------------------------------------------------------------------
 
 
-def claim_findings(text: str, sources: Sequence[Source], index: SourceIndex | None = None) -> list[dict]:
-    """Every claim finding for ``text`` against ``sources``."""
+def claim_findings(
+    text: str, sources: Sequence[Source], index: SourceIndex | None = None, found: list[Specific] | None = None
+) -> list[dict]:
+    """Every claim finding for ``text`` against ``sources`` (``index``: the sources' ``SourceIndex``
+    and ``found``: the specifics of ``text``, when the caller has them already)."""
+    index = index if index is not None else SourceIndex.build([s.text for s in sources])
+    found = found if found is not None else extract(text)
     return [
         *user_instructions(text, sources),
         *completions(text, sources),
-        *status_flips(text, sources),
-        *swapped_pairings(text, sources, index),
+        *status_flips(text, sources, index, found),
+        *swapped_pairings(text, sources, index, found),
     ]
 
 

@@ -416,7 +416,7 @@ def check(
     findings, n = unsupported(text, index, found=found)
     findings.extend(merged_events(text, index))
     if with_claims:
-        findings.extend(claim_findings(text, srcs, index))
+        findings.extend(claim_findings(text, srcs, index, found))
     result = GroundingResult(findings=findings, specifics=n)
     if with_coverage:
         result.source_specifics, result.dropped = coverage(text, index, found)

@@ -999,8 +999,11 @@ class SourceIndex:
     lower: str = ""
 
     @classmethod
-    def build(cls, texts: Iterable[str], specifics: list[list[Specific]] | None = None) -> SourceIndex:
-        """Index ``texts`` (``specifics``: their already extracted specifics, one list per text)."""
+    def build(
+        cls, texts: Iterable[str], specifics: list[list[Specific]] | None = None, tok_lists: list[list[str]] | None = None
+    ) -> SourceIndex:
+        """Index ``texts`` (``specifics`` and ``tok_lists``: their already extracted specifics and
+        tokens, one list per text)."""
         texts = tuple(texts)
         idx = cls(texts)
         all_toks: list[str] = []
@@ -1008,7 +1011,7 @@ class SourceIndex:
             found = specifics[i] if specifics is not None else extract(t)
             idx.per_text.append(found)
             idx.specifics.extend(found)
-            tk = tokens(t)
+            tk = tok_lists[i] if tok_lists is not None else tokens(t)
             all_toks.extend(tk)
             idx.tok_lists.append(tk)
         idx.toks = set(all_toks)
