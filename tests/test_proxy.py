@@ -489,3 +489,26 @@ def test_a_conversation_that_compacted_its_opening_away_stays_in_its_session(fak
         [summary] = [x for x in s.spans() if x.derived]
         assert summary.text.startswith("Summary:") and len(summary.sources) == 4
         assert s.spans()[-1].text == "You said: Anything else?"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--upstream", "api.openai.com"], "expected an http(s) origin"),
+        (["--upstream", "http://127.0.0.1:1", "--listen", "8788"], "expected HOST:PORT"),
+        (["--upstream", "http://127.0.0.1:1", "--budget", "0"], "--budget must be a positive"),
+    ],
+)
+def test_cli_usage_errors_exit_2_and_create_no_store(tmp_path, args, message):
+    db = tmp_path / "never.db"
+    result = CliRunner().invoke(main, ["--db", f"sqlite:///{db}", "proxy", *args])
+    assert result.exit_code == 2 and message in result.output
+    assert not db.exists()
+
+
+def test_the_session_header_is_not_forwarded(fake, origin, tmp_path):
+    with running(origin, _db(tmp_path)) as (url, _):
+        httpx.post(f"{url}/v1/chat/completions", headers={"X-Ctxledger-Session": "mine", "X-Custom": "kept"},
+                   json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}).raise_for_status()
+    [(_, _, headers)] = fake.requests
+    assert "x-ctxledger-session" not in headers and headers["x-custom"] == "kept"
