@@ -13,6 +13,7 @@ MAX_TEXT_BYTES = 8 * 1024 * 1024
 MAX_META_BYTES = 256 * 1024
 MAX_LABEL_CHARS = 200
 
+_msgpack = msgspec.msgpack.Encoder()
 _json = msgspec.json.Encoder()
 
 
@@ -94,9 +95,15 @@ def _flat(value: dict) -> bool:
         elif t is float:
             if v - v != 0:
                 return False
+        elif t is int:
+            if not _INT_MIN <= v <= _INT_MAX:
+                return False
         elif t not in _SCALARS:
             return False
     return True
+
+
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what the log's msgpack encoding can hold
 
 
 def meta(value: Any) -> dict[str, Any]:
@@ -118,7 +125,14 @@ def meta(value: Any) -> dict[str, Any]:
     if len(encoded) > MAX_META_BYTES:
         raise InvalidInputError(f"meta is {len(encoded):,} bytes; the limit is {MAX_META_BYTES:,}")
     # Round-trip so what is stored is exactly what JSON export/import will reproduce.
-    return msgspec.json.decode(encoded)
+    decoded = msgspec.json.decode(encoded)
+    try:
+        _msgpack.encode(decoded)
+    except OverflowError:
+        raise InvalidInputError(
+            "meta holds an integer outside the 64-bit range the log can store; store it as a str"
+        ) from None
+    return decoded
 
 
 def span_ids(value: Any, what: str = "span ids") -> tuple[str, ...]:
