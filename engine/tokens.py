@@ -103,7 +103,7 @@ def _rust_bpe_count(name: str) -> Callable[[str], int] | None:
     return rust_count
 
 
-_MAX_WORDS = 1 << 17  # cached words per encoding (a few MB at most); the cache restarts when full
+_MAX_WORDS = 1 << 16  # cached parts per table and encoding (a few MB at most); restarts when full
 _MAX_WORD_CHARS = 64  # longer parts (hashes, base64, URLs) rarely repeat: counted, not kept
 _FEW_NEW = 8  # up to 1 in 8 parts new: those are counted one by one and the rest read from the cache
 _LEARN_PER_TEXT = 8  # a text of more new parts is counted whole and teaches the cache some of them
@@ -116,13 +116,6 @@ class _WordCounts:
     def __init__(self) -> None:
         self.first: dict[str, int] = {}  # count(part), for a text's first part
         self.spaced: dict[str, int] = {}  # count(" " + part), for the parts after a space
-
-    def full(self) -> bool:
-        return len(self.first) + len(self.spaced) >= _MAX_WORDS
-
-    def clear(self) -> None:
-        self.first.clear()
-        self.spaced.clear()
 
 
 @functools.lru_cache(maxsize=4)
@@ -177,11 +170,17 @@ class BPECounter:
             raise InvalidInputError(f"can only count tokens of a str, not {type(text).__name__}") from None
         n = self._first_get(parts[0])
         if n is None:
-            if len(parts) == 1:
-                return self._count_head(text, alone=True)
-            n = self._count_head(parts[0], alone=False)
-            if n is None:  # the first part ends in whitespace: no guaranteed boundary after it
+            head = parts[0]
+            if head and head[-1].isspace():  # no guaranteed boundary after it: count the text whole
                 return whole(text)
+            n = whole(head)
+            if len(head) <= _MAX_WORD_CHARS:
+                first = self._words.first
+                if len(first) >= _MAX_WORDS:  # the cache restarts when full
+                    first.clear()
+                first[head] = n
+            if len(parts) == 1:
+                return n
         elif len(parts) == 1:
             return n
         if parts[-1]:
@@ -195,16 +194,6 @@ class BPECounter:
             return n + sum(map(self._spaced_getitem, body))
         except KeyError:
             return self._count_new(text, parts[1:] if parts[-1] else parts[1:-1], n)
-
-    def _count_head(self, head: str, *, alone: bool) -> int | None:
-        """The count of a text's first part, remembered when it can start any text."""
-        ends_in_space = bool(head) and _ws(head[-1])
-        if ends_in_space and not alone:
-            return None
-        n = self._whole(head)
-        if not ends_in_space and len(head) <= _MAX_WORD_CHARS:
-            self._remember(self._words.first, head, n)
-        return n
 
     def _count_new(self, text: str, body: list[str], n: int) -> int:
         """Some parts after the first are not in the cache yet."""
@@ -232,9 +221,10 @@ class BPECounter:
             get = spaced.get
             return n + sum(get(w) or learned.get(w) or whole(" " + w) for w in body)
 
-    def _remember(self, cache: dict[str, int], part: str, n: int) -> None:
-        if self._words.full():
-            self._words.clear()
+    @staticmethod
+    def _remember(cache: dict[str, int], part: str, n: int) -> None:
+        if len(cache) >= _MAX_WORDS:  # the cache restarts when full
+            cache.clear()
         cache[part] = n
 
     def count_many(self, texts: list[str]) -> list[int]:
