@@ -190,6 +190,11 @@ def parse_url(url: str, cipher_key: str | None) -> tuple[dict[str, str], str]:
         env["PERSISTENCE_MODULE"] = SQLITE_FACTORY
         env["SQLITE_DBNAME"] = path
         env["SQLITE_LOCK_TIMEOUT"] = "30"
+        options = {k: v[-1] for k, v in parse_qs(rest.split("?", 1)[1]).items()} if "?" in rest else {}
+        synchronous = options.get("synchronous", "full").lower()
+        if synchronous not in ("full", "normal"):
+            raise InvalidInputError(f"bad SQLite URL {url!r}: synchronous is full (the default) or normal")
+        env["SQLITE_SYNCHRONOUS"] = synchronous.upper()
         env["APPLICATION_RECORDER_TOPIC"] = "engine.stores:FastSQLiteApplicationRecorder"
         return env, path
     if url.startswith(("postgresql://", "postgres://")):

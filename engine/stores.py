@@ -46,6 +46,10 @@ WAL_AUTOCHECKPOINT = 256
 
 
 class _ConnectionPool(SQLiteConnectionPool):
+    # ``sqlite:///x.db?synchronous=normal``: a commit survives a crash of the process (the WAL is
+    # written before COMMIT returns) but not of the machine; FULL (the default) fsyncs every commit.
+    synchronous = "FULL"
+
     def _create_connection(self) -> SQLiteConnection:
         try:
             c = sqlite3.connect(
@@ -64,6 +68,8 @@ class _ConnectionPool(SQLiteConnectionPool):
                 self.journal_mode_was_changed_to_wal = True
             self.is_journal_mode_wal = True
         c.execute(f"PRAGMA wal_autocheckpoint={int(WAL_AUTOCHECKPOINT)}")
+        if self.synchronous != "FULL":
+            c.execute(f"PRAGMA synchronous={self.synchronous}")
         c.row_factory = sqlite3.Row  # eventsourcing's own recorders read columns by name
         return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
 
@@ -83,6 +89,7 @@ class SQLiteFactory(_SQLiteFactory):
             max_age=old.max_age,
             pre_ping=old.pre_ping,
         )
+        self.datastore.pool.synchronous = "NORMAL" if env.get("SQLITE_SYNCHRONOUS") == "NORMAL" else "FULL"
         old.close()
 
 
