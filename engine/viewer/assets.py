@@ -263,14 +263,24 @@ JS = r"""
         el("line", { x1: L, x2: W - R, y1: y, y2: y, stroke: "#e3e3e8" }, svg);
         el("text", { x: L - 4, y: y + 3, "text-anchor": "end" }, svg).textContent = fmt(Math.round(ymax * f));
       });
+      // steps, not slopes: the buffer changes at an event and holds until the next one
+      function steps(value) {
+        var out = [];
+        pts.forEach(function (p, i) {
+          var x = X(p[0]).toFixed(1);
+          if (i) out.push(x + "," + Y(value(pts[i - 1])).toFixed(1));
+          out.push(x + "," + Y(value(p)).toFixed(1));
+        });
+        return out;
+      }
       if (pts.length) {
-        var obs = "M" + X(pts[0][0]).toFixed(1) + "," + Y(0);
-        pts.forEach(function (p) { obs += " L" + X(p[0]).toFixed(1) + "," + Y(p[1]).toFixed(1); });
-        obs += " L" + X(pts[pts.length - 1][0]).toFixed(1) + "," + Y(0) + " Z";
-        var top = pts.map(function (p) { return X(p[0]).toFixed(1) + "," + Y(p[1] + p[2]).toFixed(1); });
-        var bottom = pts.slice().reverse().map(function (p) { return X(p[0]).toFixed(1) + "," + Y(p[1]).toFixed(1); });
-        el("path", { d: obs, fill: css("--obs"), "fill-opacity": "0.85", class: "area-observed" }, svg);
-        el("path", { d: "M" + top.join(" L") + " L" + bottom.join(" L") + " Z", fill: css("--der"), class: "area-derived" }, svg);
+        var x0 = X(pts[0][0]).toFixed(1), x1 = X(pts[pts.length - 1][0]).toFixed(1);
+        var obsTop = steps(function (p) { return p[1]; });
+        var allTop = steps(function (p) { return p[1] + p[2]; });
+        el("path", { d: "M" + x0 + "," + Y(0) + " L" + obsTop.join(" L") + " L" + x1 + "," + Y(0) + " Z",
+                     fill: css("--obs"), "fill-opacity": "0.85", class: "area-observed" }, svg);
+        el("path", { d: "M" + allTop.join(" L") + " L" + obsTop.slice().reverse().join(" L") + " Z",
+                     fill: css("--der"), class: "area-derived" }, svg);
       }
       // derived tokens again on their own scale: summaries are small next to the observations
       var dmax = 1;
@@ -282,7 +292,10 @@ JS = r"""
       el("text", { x: L + 4, y: dTop + 8 }, svg).textContent = "derived tokens (own scale)";
       if (pts.length) {
         var dd = "M" + X(pts[0][0]).toFixed(1) + "," + DY(0);
-        pts.forEach(function (p) { dd += " L" + X(p[0]).toFixed(1) + "," + DY(p[2]).toFixed(1); });
+        pts.forEach(function (p, i) {
+          if (i) dd += " L" + X(p[0]).toFixed(1) + "," + DY(pts[i - 1][2]).toFixed(1);
+          dd += " L" + X(p[0]).toFixed(1) + "," + DY(p[2]).toFixed(1);
+        });
         dd += " L" + X(pts[pts.length - 1][0]).toFixed(1) + "," + DY(0) + " Z";
         el("path", { d: dd, fill: css("--der"), class: "area-derived-own" }, svg);
       }
