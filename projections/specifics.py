@@ -731,7 +731,37 @@ def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) ->
                 continue
             add(Specific("name", w, a, b, "".join(tokens(stem)), weak=True))
     found.sort(key=lambda s: s.start)
+    if "\n" in text or _LIST_MARKER.match(text):
+        found = _layout(text, found)
     return found
+
+
+# A numbered list's marker ("2. Key concepts", "3) next") is layout, not a stated number; a heading
+# line ("2. Key Technical Concepts:", "## Errors and Fixes") capitalizes words that name nothing.
+_LIST_MARKER = re.compile(r"[ \t]*(?:\d{1,3}[.)])(?=[ \t])", re.M)
+_HEADING = re.compile(
+    r"^[ \t]*(?:#{1,6}[ \t]+|\d{1,3}[.)][ \t]+|[-*•][ \t]+)?(?:[A-Z][\w'/-]*[ \t]+(?:(?:and|or|of|the|to|for|in|on|with|&)[ \t]+)?)*"
+    r"[A-Z][\w'/-]*[ \t]*:?[ \t]*$",
+    re.M,
+)
+
+
+def _layout(text: str, found: list[Specific]) -> list[Specific]:
+    markers = set()
+    for line in re.finditer(r"^.*$", text, re.M):
+        m = _LIST_MARKER.match(text, line.start())
+        if m:
+            digits = m.group(0).strip()[:-1]
+            markers.add(m.start() + m.group(0).index(digits))
+    headings = [(m.start(), m.end()) for m in _HEADING.finditer(text)]
+    out = []
+    for sp in found:
+        if sp.category == "number" and sp.start in markers:
+            continue
+        if sp.category == "name" and not sp.weak and any(a <= sp.start and sp.end <= b for a, b in headings):
+            sp = sp._replace(weak=True)
+        out.append(sp)
+    return out
 
 
 _HEDGE_BEFORE = re.compile(rf"(?:(?P<approx>{_APPROX})|(?P<over>{_OVER})|(?P<under>{_UNDER}))\s*$", _I)

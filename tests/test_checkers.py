@@ -350,3 +350,16 @@ def test_the_cli_audits_and_blames_with_the_configured_checker(server, tmp_path)
     assert blamed.exit_code == 0 and "llm:judge-x: the claim 'the cache was flushed' is stated by none" in blamed.output
     bad = runner.invoke(main, ["--db", url, "--checker", "oracle", "audit", "agent"])
     assert bad.exit_code == 2 and "unknown checker 'oracle'" in bad.output
+
+
+def test_numbered_headings_of_a_structured_summary_are_layout_not_claims():
+    """Claude Code's summaries are numbered sections with Title Case headings: neither the list
+    numbers nor the heading words are specifics the sources must state."""
+    summary = (
+        "1. Primary Request and Intent:\n   The user asked to keep billing-api on API v1 until Friday.\n"
+        "2. Key Technical Concepts:\n   - billing-api returned 503 at 13:58\n"
+        "3) Pending Tasks:\n   - none\n## Errors and Fixes\n   - none"
+    )
+    sources = [Source("please keep billing-api on API v1 until Friday", "user"), Source("GET /h -> 503 from billing-api at 13:58", "tool")]
+    assert [f for f in check(summary, sources).findings if f["severity"] != "info"] == []
+    assert [f["value"] for f in check(summary.replace("13:58", "14:02"), sources).findings if f["severity"] == "error"] == ["14:02"]
