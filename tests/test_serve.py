@@ -473,3 +473,24 @@ def test_sessions_beyond_the_open_limit_are_listed_without_being_opened():
     assert [r["name"] for r in rows] == [f"s{i}" for i in range(5)]
     assert all(r["events"] == 2 for r in rows)
     assert [r["tokens"] is None for r in rows] == [False, False, True, True, True]
+
+
+def test_an_imported_transcript_is_served_like_any_session(tmp_path):
+    """A real Claude Code transcript, imported: every position of it served as s.at(n) shows it."""
+    from pathlib import Path
+
+    from engine.importers import import_path
+
+    source = Path(__file__).parent / "data" / "transcripts" / "claude_code" / "7c2d9e10-5b7a-4c1e-9f00-aa11bb22cc33.jsonl"
+    ledger = Ledger.open(f"sqlite:///{tmp_path / 'imported.db'}", token_counter=EstimateCounter())
+    s = import_path(ledger, source, name="imported").session
+    with TestClient(create_app(ledger, fleet=False), base_url="http://127.0.0.1") as c:
+        for n in range(1, s.position + 1):
+            page = c.get(f"/s/imported?at={n}")
+            assert page.status_code == 200
+            assert re.findall(r'<li class="span [^"]*" id="([od]\d+)"', page.text) == [x.id for x in s.at(n).spans()]
+        assert c.get("/api/s/imported/curve").json()["head"] == s.position
+        derived = [x for x in s.spans() if x.derived]
+        if derived:  # the transcript's own compaction, recorded as a derived span: its panel works
+            assert c.get(f"/s/imported/span/{derived[0].id}").status_code == 200
+    ledger.close()
