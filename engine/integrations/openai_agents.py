@@ -337,6 +337,36 @@ class LedgerSession:
             return
         self.last_compaction = self._retry(self.compactor.step)
 
+    def context_tools(self, *, budget: int | None = None, by: str = "model") -> list[Any]:
+        """The model's own context tools (``engine.tools``: list, search, recall, restore, prune,
+        summarize, re-derive) on this session, as Agents SDK function tools: add them to the agent's
+        ``tools`` and the model can compact its own context under the same rules. Its edits are
+        events with ``by=by``; like a compaction, they shape what the model sees from the next
+        ``Runner.run`` on (the Runner reads the session once per run). Pair with ``render_ids=True``
+        so the model sees the span ids the tools take."""
+        from agents import FunctionTool
+
+        from engine.tools import ContextTools
+
+        tools = ContextTools(self.ledger_session, budget=budget, by=by, ledger=self.ledger)
+
+        def invoker(name: str) -> Any:
+            async def invoke(ctx: Any, arguments: str) -> str:
+                return tools.call(name, arguments).text
+
+            return invoke
+
+        return [
+            FunctionTool(
+                name=spec["function"]["name"],
+                description=spec["function"]["description"],
+                params_json_schema=spec["function"]["parameters"],
+                on_invoke_tool=invoker(spec["function"]["name"]),
+                strict_json_schema=False,
+            )
+            for spec in tools.schemas("openai")
+        ]
+
     # the same, synchronously ------------------------------------------------------------------------
 
     def items(self, limit: int | None = None) -> list[dict[str, Any]]:
