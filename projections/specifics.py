@@ -737,7 +737,8 @@ def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) ->
 
 
 # A numbered list's marker ("2. Key concepts", "3) next") is layout, not a stated number; a heading
-# line ("2. Key Technical Concepts:", "## Errors and Fixes") capitalizes words that name nothing.
+# line ("2. Key Technical Concepts:", "## Errors and Fixes") capitalizes words that name nothing
+# (its other specifics, a path or a time, still count).
 _LIST_MARKER = re.compile(r"[ \t]*(?:\d{1,3}[.)])(?=[ \t])", re.M)
 _HEADING = re.compile(
     r"^[ \t]*(?:#{1,6}[ \t]+|\d{1,3}[.)][ \t]+|[-*•][ \t]+)?(?:[A-Z][\w'/-]*[ \t]+(?:(?:and|or|of|the|to|for|in|on|with|&)[ \t]+)?)*"
@@ -758,8 +759,8 @@ def _layout(text: str, found: list[Specific]) -> list[Specific]:
     for sp in found:
         if sp.category == "number" and sp.start in markers:
             continue
-        if sp.category == "name" and not sp.weak and any(a <= sp.start and sp.end <= b for a, b in headings):
-            sp = sp._replace(weak=True)
+        if sp.category == "name" and any(a <= sp.start and sp.end <= b for a, b in headings):
+            continue
         out.append(sp)
     return out
 
