@@ -10,6 +10,7 @@ import sys
 import time
 
 import httpx
+import pytest
 
 from engine import Ledger
 from engine.proxy.testing import FakeUpstream, Reply, free_port, serve
@@ -29,8 +30,11 @@ def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 30) -> None
     raise AssertionError("the proxy did not come up")
 
 
-def test_sigkill_mid_stream_loses_nothing_acknowledged(tmp_path):
-    db = f"sqlite:///{tmp_path / 'crash.db'}"
+@pytest.mark.parametrize("options", ["", "?synchronous=normal"])
+def test_sigkill_mid_stream_loses_nothing_acknowledged(tmp_path, options):
+    """With the default durable commits, and with ``synchronous=normal`` (a commit is written to the
+    OS before COMMIT returns, without an fsync): a killed process loses nothing either way."""
+    db = f"sqlite:///{tmp_path / 'crash.db'}{options}"
     fake = FakeUpstream(lambda api, body: Reply(text=" ".join(f"word{i}" for i in range(40))))
     port = free_port()
     url = f"http://127.0.0.1:{port}"

@@ -72,6 +72,9 @@ def proxy_cmd(ctx, upstream, listen, session_name, policy_name, budget, keep_tur
     import uvicorn
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    # The store thread and the event loop hand the GIL back and forth on every call; at the default
+    # 5 ms switch interval a busy loop makes the store thread wait up to 5 ms for each hand-off.
+    sys.setswitchinterval(0.0005)
     config = ProxyConfig(
         upstream=origin, session=session_name, compact=policy_name, budget=budget,
         keep_last_turns=keep_turns, permissive=permissive, timeout=timeout,
