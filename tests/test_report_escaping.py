@@ -35,7 +35,7 @@ def _hostile(url: str) -> None:
 
 def _markup_outside_data(html: str) -> str:
     """The document with the inline JSON element cut out (checked separately)."""
-    return re.sub(r'<script type="application/json" id="report-data">.*?</script>', "", html, flags=re.S)
+    return re.sub(r'<script type="application/json" id="report-data">.*?</script>', "", html, flags=re.DOTALL)
 
 
 def test_report_of_hostile_text_is_inert(tmp_path):
@@ -54,7 +54,7 @@ def test_report_of_hostile_text_is_inert(tmp_path):
     assert "\u202e" not in body and "\u202c" not in body
     assert "⟨U+202E⟩" in body
     # the inline JSON: no '<' at all, so no '</script>' or '<!--', and it round-trips exactly
-    m = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, flags=re.S)
+    m = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, flags=re.DOTALL)
     assert m and "<" not in m.group(1)
     data = json.loads(m.group(1))
     assert data["sessions"][0]["name"] == NAME

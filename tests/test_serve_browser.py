@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import os
-import re
 import shutil
 import socket
 import threading
@@ -288,7 +287,6 @@ def test_hostile_text_never_runs_in_the_browser(browser, tmp_path):
 
     from engine.viewer.app import create_app
     from engine.viewer.pages import url
-
     from tests.test_serve import HOSTILE_NAME, _hostile_store
 
     ledger = _hostile_store(tmp_path)

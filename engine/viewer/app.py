@@ -59,7 +59,7 @@ from engine.viewer.cache import CurveCache
 if TYPE_CHECKING:
     from engine.ledger import Ledger
 
-__all__ = ["create_app", "LOOPBACK_HOSTS", "TOKEN_COOKIE"]
+__all__ = ["LOOPBACK_HOSTS", "TOKEN_COOKIE", "create_app"]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 TOKEN_COOKIE = "ctxledger_token"

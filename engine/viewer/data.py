@@ -31,17 +31,17 @@ if TYPE_CHECKING:
     from engine.session import Session
 
 __all__ = [
-    "span_json",
-    "buffer_json",
-    "event_json",
-    "describe",
-    "curve",
-    "seek_compaction",
-    "span_detail",
-    "grounding_sentences",
-    "session_rows",
     "COMPACTION_TYPES",
     "MARKER_TYPES",
+    "buffer_json",
+    "curve",
+    "describe",
+    "event_json",
+    "grounding_sentences",
+    "seek_compaction",
+    "session_rows",
+    "span_detail",
+    "span_json",
 ]
 
 COMPACTION_TYPES = (Pruned, Rewritten, Rederived, RewriteRefused, Expanded)

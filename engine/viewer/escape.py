@@ -16,7 +16,7 @@ import msgspec
 
 from engine.report import BIDI_CONTROLS, esc
 
-__all__ = ["esc", "script_json", "BIDI_CONTROLS"]
+__all__ = ["BIDI_CONTROLS", "esc", "script_json"]
 
 _json = msgspec.json.Encoder(enc_hook=str)
 

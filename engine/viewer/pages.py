@@ -14,16 +14,16 @@ from urllib.parse import quote
 from engine.viewer.escape import esc
 
 __all__ = [
-    "url",
-    "page",
-    "sessions_page",
-    "session_page",
-    "state_fragment",
-    "span_fragment",
+    "PREVIEW_CHARS",
     "blame_fragment",
     "diff_fragment",
     "error_page",
-    "PREVIEW_CHARS",
+    "page",
+    "session_page",
+    "sessions_page",
+    "span_fragment",
+    "state_fragment",
+    "url",
 ]
 
 PREVIEW_CHARS = 600  # span text shown in the buffer; the span panel shows all of it
