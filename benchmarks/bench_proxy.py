@@ -159,7 +159,7 @@ def latency(targets: dict[str, str], tokens: int, calls: int) -> dict:
             r.raise_for_status()
             reply = r.json()["choices"][0]["message"]
             history.append({"role": "assistant", "content": reply["content"]})
-            history.append({"role": "user", "content": _text(40)})
+            history.append({"role": "user", "content": _text(8)})
             return elapsed
 
         for _ in range(2):  # warm up; the first proxied call records the whole history
@@ -234,9 +234,10 @@ def main() -> None:
         "",
         f"`python benchmarks/bench_proxy.py --calls {args.calls} --seconds {args.seconds:g}` — {machine()}; "
         f"load before the run: `{load}`.",
-        "Processes on loopback: the fake upstream (uvicorn), the proxy (`ctxledger proxy`, SQLite file), a bare "
-        "Starlette + httpx forwarder that records nothing (the cost of the extra HTTP hop alone), and this client. "
-        "Baseline: the same call sent to the fake upstream directly; the three kinds of call rotate. Non-streamed "
+        "Processes on loopback: the fake upstream (uvicorn), the proxy (`ctxledger proxy` on a SQLite file, once "
+        "with durable commits and once with `?synchronous=normal`), a bare Starlette + httpx forwarder that "
+        "records nothing (the cost of the extra HTTP hop alone), and this client. "
+        "Baseline: the same call sent to the fake upstream directly; the four kinds of call rotate. Non-streamed "
         "calls of a growing conversation (each call appends the reply and a user turn).",
         "",
         "| conversation | messages | body | direct p50 / p99 | bare forwarder p50 / p99 | proxy, durable commits "
