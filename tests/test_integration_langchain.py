@@ -177,6 +177,32 @@ def test_async_agent_and_a_restarted_process_record_nothing_twice(file_url):
     led.close()
 
 
+def test_the_model_edits_its_context_with_the_tools_and_its_next_call_sees_it():
+    """context_tools=True: the middleware registers the context tools; the model prunes the old
+    statement by the id it was shown, and its very next call no longer carries it, while the graph
+    state still does."""
+    led = ledger()
+    m = RecordingModel(seen=[], responses=[
+        AIMessage("", tool_calls=[{"name": "balance", "args": {"account": "ACC-1"}, "id": "call_1"}]),
+        AIMessage("", tool_calls=[{"name": "context_prune", "args": {"span_ids": ["o3"], "reason": "statement read"}, "id": "call_p"}]),
+        AIMessage("ACC-1 holds 1,204.50 EUR."),
+    ])
+    mw = LedgerMiddleware(led, "self-editing", context_tools=True, budget=4_000, by="model:fake")
+    assert [t.name for t in mw.tools][:2] == ["context_list", "context_search"]
+    agent = create_agent(m, tools=[balance], middleware=[mw])
+    out = agent.invoke({"messages": [HumanMessage("What is in ACC-1?")]})
+    assert m.seen[1][0].content == "[o1] What is in ACC-1?"
+    assert any(isinstance(x, ToolMessage) and x.tool_call_id == "call_1" for x in m.seen[1])
+    last = m.seen[2]
+    assert not any(isinstance(x, ToolMessage) and x.tool_call_id == "call_1" for x in last)
+    answer = next(x for x in last if isinstance(x, ToolMessage) and x.tool_call_id == "call_p")
+    assert "pruned o2, o3" in answer.content
+    assert_pairs_valid(last)
+    assert any(isinstance(x, ToolMessage) and PAD in x.content for x in out["messages"])  # the state is whole
+    s = mw.ledger_session
+    assert {ev.span_id for ev in s.events() if getattr(ev, "by", "") == "model:fake"} == {"o2", "o3"}
+
+
 def test_one_session_per_langgraph_thread():
     """With a session function, each thread of a checkpointed agent records into its own session,
     and the model of one thread never sees another thread's messages."""
@@ -194,6 +220,20 @@ def test_one_session_per_langgraph_thread():
     assert sessions == {"thread-ada": 5, "thread-bob": 3}
     with pytest.raises(InvalidInputError, match="inside a run"):
         mw.ledger_session
+
+
+def test_per_thread_context_tools_act_on_the_runs_own_session():
+    led = ledger()
+    m = RecordingModel(seen=[], responses=[
+        AIMessage("", tool_calls=[{"name": "context_list", "args": {}, "id": "call_l"}]),
+        AIMessage("Two spans."),
+    ])
+    mw = LedgerMiddleware(led, lambda config: f"t-{config['configurable']['thread_id']}", context_tools=True)
+    agent = create_agent(m, tools=[], middleware=[mw], checkpointer=InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("List your context.")]}, {"configurable": {"thread_id": "x"}})
+    listing = next(x for x in m.seen[1] if isinstance(x, ToolMessage))
+    assert "o1" in listing.content and "List your context." in listing.content
+    assert [i.name for i in led.sessions()] == ["t-x"]
 
 
 # -- chat history ------------------------------------------------------------------------------------------

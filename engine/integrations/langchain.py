@@ -248,10 +248,11 @@ def _view(session: Session) -> LiveView:
     return LiveView(session, same_turn=_same_message)
 
 
-def to_messages(session: Session | LiveView) -> list[BaseMessage]:
+def to_messages(session: Session | LiveView, *, ids: bool = False) -> list[BaseMessage]:
     """The live buffer of ``session`` as LangChain messages: originals as they were recorded, derived
     spans as marked messages, every AI tool call answered (a placeholder names the pruned result).
-    Fresh message objects on every call."""
+    Fresh message objects on every call. ``ids=True`` starts each recorded message's text with its
+    span id (``[o17] ...``), for a model that edits its context with the context tools."""
     view = session if isinstance(session, LiveView) else _view(session)
     out: list[BaseMessage] = []
     run: list[Span] = []
@@ -269,7 +270,10 @@ def to_messages(session: Session | LiveView) -> list[BaseMessage]:
             run.append(s)
             continue
         flush()
-        out.append(_entry_message(e))
+        message = _entry_message(e)
+        if ids and e.shown is Shown.SPAN and isinstance(message.content, str):
+            message.content = f"[{s.id}] {message.content}"
+        out.append(message)
     flush()
     return out
 
@@ -327,6 +331,7 @@ class _Tracked:
         self.session = session
         self.view = _view(session)
         self._known: set[str] | None = None
+        self.tools: Any = None  # the session's ContextTools, made on first use
 
     def known(self) -> set[str]:
         """Keys of every message this session ever recorded, pruned ones included (one scan of the
@@ -347,14 +352,35 @@ class LedgerMiddleware(AgentMiddleware):
     Before each model call: the state's messages not recorded yet are observed (a message is known by
     its id, so one recorded earlier, even if pruned since, is never recorded twice), the ``compactor``
     (if any) runs one step, and the model is called with the live buffer. After the agent finishes,
-    the messages of its last step are recorded too. The graph state itself is never changed."""
+    the messages of its last step are recorded too. The graph state itself is never changed.
 
-    def __init__(self, ledger: Ledger, session: Session | str | Callable[[dict], str], compactor: Compactor | None = None):
+    ``context_tools=True`` registers the model's context tools (``engine.tools``: list, search,
+    recall, restore, prune, summarize, re-derive) with the agent, acting on the session with
+    ``budget`` shown and edits recorded ``by``; the view then tags each message with its span id
+    (``render_ids``, on by default with the tools). The view is rebuilt before every model call, so an
+    edit shapes the very next call."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        session: Session | str | Callable[[dict], str],
+        compactor: Compactor | None = None,
+        *,
+        context_tools: bool = False,
+        budget: int | None = None,
+        by: str = "model",
+        render_ids: bool | None = None,
+    ):
         super().__init__()
         if compactor is not None and not callable(getattr(compactor, "step", None)):
             raise InvalidInputError(f"compactor must be a Compactor, not {type(compactor).__name__}")
+        for what, flag in (("context_tools", context_tools), ("render_ids", render_ids)):
+            if flag is not None and not isinstance(flag, bool):
+                raise InvalidInputError(f"{what} must be a bool, not {type(flag).__name__}")
         self.ledger = ledger
         self.compactor = compactor
+        self.render_ids = context_tools if render_ids is None else render_ids
+        self._budget, self._by = budget, by
         self.last_compaction: StepResult | None = None
         self._name_of: Callable[[dict], str] | None = None
         self._tracked: dict[str, _Tracked] = {}
@@ -365,6 +391,7 @@ class LedgerMiddleware(AgentMiddleware):
             self._name_of = session
         else:
             self._fixed = _Tracked(_session(ledger, session))
+        self.tools = _context_tools(self) if context_tools else []
 
     @property
     def ledger_session(self) -> Session:
@@ -406,7 +433,16 @@ class LedgerMiddleware(AgentMiddleware):
         self._record(tracked, messages)
         if self.compactor is not None:
             self.last_compaction = self.compactor.step(tracked.session)
-        return to_messages(tracked.view)
+        return to_messages(tracked.view, ids=self.render_ids)
+
+    def call_context_tool(self, name: str, arguments: dict[str, Any]) -> str:
+        """Run one context tool on the current session (what the registered tools do)."""
+        tracked = self._current()
+        if tracked.tools is None:
+            from engine.tools import ContextTools
+
+            tracked.tools = ContextTools(tracked.session, budget=self._budget, by=self._by, ledger=self.ledger)
+        return tracked.tools.call(name, arguments).text
 
     def wrap_model_call(self, request: Any, handler: Any) -> Any:
         return handler(request.override(messages=self.model_view(request.messages)))
@@ -421,6 +457,35 @@ class LedgerMiddleware(AgentMiddleware):
     async def aafter_agent(self, state: Any, runtime: Any) -> None:
         self.record(state["messages"])
         return None
+
+
+def _context_tools(middleware: LedgerMiddleware) -> list[Any]:
+    """The context tools (``engine.tools``) as LangChain tools that act on the middleware's session."""
+    from langchain_core.tools import StructuredTool
+
+    from engine.tools import ContextTools
+
+    def tool(spec: dict[str, Any]) -> Any:
+        name = spec["function"]["name"]
+
+        def run(**arguments: Any) -> str:
+            return middleware.call_context_tool(name, arguments)
+
+        return StructuredTool(
+            name=name,
+            description=spec["function"]["description"],
+            args_schema=spec["function"]["parameters"],
+            func=run,
+        )
+
+    if middleware._fixed is not None:
+        tracked = middleware._fixed
+        tracked.tools = ContextTools(tracked.session, budget=middleware._budget, by=middleware._by, ledger=middleware.ledger)
+        specs = tracked.tools.schemas("openai")
+    else:  # sessions come with the runs; the definitions are the same for every session
+        with Ledger.open("memory://") as scratch:
+            specs = ContextTools(scratch.create_session("schemas")).schemas("openai")
+    return [tool(spec) for spec in specs]
 
 
 # -- the chat message history -------------------------------------------------------------------------------
