@@ -128,6 +128,10 @@ def test_span_panel_has_origin_lineage_and_sentence_grounding(client, store):
     assert any(f["value"] == "14:02" and f["severity"] == "error" for f in flagged)
     html = client.get("/s/incident-7/span/d2").text
     assert '<mark class="error"' in html and ">14:02</mark>" in html
+    assert 'id="lineage-box" data-span="d2"' in html  # the panel comes first, its lineage after
+    lineage = client.get("/s/incident-7/lineage/d2").text
+    assert 'data-span="o3"' in lineage and "What became of it" in lineage
+    assert client.get("/s/incident-7/lineage/d7").status_code == 404
     pruned = client.get("/api/s/incident-7/span/o4").json()  # a pruned span: read back from the log
     assert pruned["live"] is False and pruned["span"]["text"] == "Please check the deploy."
 

@@ -190,7 +190,7 @@ def test_scrub_with_the_keyboard_click_a_span_and_blame(server, page):
 
     # a span: its panel (who wrote it, lineage, grounding) and its URL
     page.click("#d1 .sh")
-    page.wait_for_selector("#panel[data-span=d1]")
+    page.wait_for_selector("#panel[data-lineage=d1]")
     panel = page.inner_text("#panel")
     d1 = s.at(first_rewrite).span("d1")
     assert "derived" in panel and "naive-summarizer" in panel and "Lineage" in panel and "Grounding" in panel
@@ -260,7 +260,7 @@ def test_screenshot_shows_the_curve_and_the_buffer(server, page):
     page.goto(f"{base}/s/demo-naive?at={last_rewrite}")
     page.wait_for_selector("#curve svg")
     page.click(f"#{s.event(last_rewrite).span_id} .sh")
-    page.wait_for_selector("#panel[data-span]")
+    page.wait_for_selector("#panel[data-lineage]")
     page.evaluate("window.scrollTo(0, 0)")
     n_points = int(page.get_attribute("#curve svg", "data-points"))
     assert n_points >= s.position * 0.9  # a short session: every position is a point

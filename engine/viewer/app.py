@@ -11,7 +11,7 @@
     GET /api/s/<session>/seek?from=n&dir=1|-1   the end of the next / previous compaction
     GET /api/s/<session>/span/<id>?at=n the span panel's data (JSON)
     GET /api/s/<session>/blame?q=..&at=n        blame (JSON)
-    GET /s/<session>/state|span/<id>|blame|diff  the HTML fragments the page's script swaps in
+    GET /s/<session>/state|span/<id>|lineage/<id>|blame|diff  the HTML fragments the script swaps in
 
 Unknown sessions, spans and positions are 404 with the ledger's own message; other bad input 400;
 a store that cannot be read 503. Nothing here writes to the log. Each request opens the session's
@@ -182,14 +182,20 @@ def state_fragment(v: _Viewer, request: Request) -> str:
     return pages.state_fragment(data.buffer_json(view, s.position))
 
 
-def _span_detail(v: _Viewer, request: Request) -> dict[str, Any]:
+def _span_detail(v: _Viewer, request: Request, *, with_lineage: bool = True) -> dict[str, Any]:
     s = v.session(request.path_params["name"])
     n = v.position(s, _query(request, "at"))
-    return data.span_detail(s, n, request.path_params["span_id"])
+    return data.span_detail(s, n, request.path_params["span_id"], with_lineage=with_lineage)
 
 
 def span_fragment(v: _Viewer, request: Request) -> str:
-    return pages.span_fragment(_span_detail(v, request))
+    return pages.span_fragment(_span_detail(v, request, with_lineage=False))
+
+
+def lineage_fragment(v: _Viewer, request: Request) -> str:
+    s = v.session(request.path_params["name"])
+    view = s.at(v.position(s, _query(request, "at")))
+    return pages.lineage_fragment(data.lineage_json(view.lineage(request.path_params["span_id"])))
 
 
 def _blame(v: _Viewer, request: Request) -> tuple[str, list[Any]]:
@@ -359,6 +365,7 @@ def create_app(ledger: Ledger, *, token: str | None = None, fleet: bool = True) 
         Route("/api/s/{name:path}/blame", _json(api_blame)),
         Route("/s/{name:path}/state", _html(state_fragment)),
         Route("/s/{name:path}/span/{span_id}", _html(span_fragment)),
+        Route("/s/{name:path}/lineage/{span_id}", _html(lineage_fragment)),
         Route("/s/{name:path}/blame", _html(blame_fragment)),
         Route("/s/{name:path}/diff", _html(diff_fragment)),
         Route("/s/{name:path}", _html(session_page)),

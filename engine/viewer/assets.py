@@ -169,11 +169,21 @@ JS = r"""
       if (el) el.classList.add("selected");
       history.replaceState(history.state, "", location.pathname + "?at=" + at + "#" + id);
       $("panel").setAttribute("data-loading", id);
+      var shownAt = at;
       return get(base + "/span/" + id + "?at=" + at, "html").then(function (html) {
         $("panel").innerHTML = html;
         $("panel").removeAttribute("data-loading");
+        $("panel").removeAttribute("data-lineage");
         $("panel").setAttribute("data-span", id);
-      }, function (err) {
+        var box = $("lineage-box");
+        if (!box || box.getAttribute("data-done")) { $("panel").setAttribute("data-lineage", id); return; }
+        // the lineage is a fold over the log up to this position: shown when it arrives
+        return get(base + "/lineage/" + id + "?at=" + shownAt, "html").then(function (lin) {
+          if ($("panel").getAttribute("data-span") !== id || !$("lineage-box")) return;
+          $("lineage-box").innerHTML = lin;
+          $("panel").setAttribute("data-lineage", id);
+        });
+      }).catch(function (err) {
         $("panel").textContent = String(err.message || err);
         $("panel").removeAttribute("data-loading");
       });

@@ -38,6 +38,7 @@ __all__ = [
     "describe",
     "event_json",
     "grounding_sentences",
+    "lineage_json",
     "seek_compaction",
     "session_rows",
     "span_detail",
@@ -322,9 +323,9 @@ def span_detail(session: Session, at: int, span_id: str, *, with_lineage: bool =
         span = view.original(span_id)
     else:
         originals = view.originals(span_id)  # raises for a derived id that never existed
-        lin = view.lineage(span_id)
-        span = None
-        out.update(span=None, originals=[span_json(o) for o in originals], lineage=_lineage_json(lin))
+        out.update(span=None, originals=[span_json(o) for o in originals])
+        if with_lineage:
+            out["lineage"] = lineage_json(view.lineage(span_id))
         return out
     out["span"] = span_json(span)
     made = view.event(span.position)
@@ -336,11 +337,12 @@ def span_detail(session: Session, at: int, span_id: str, *, with_lineage: bool =
     else:
         out["originals"] = []
     if with_lineage:
-        out["lineage"] = _lineage_json(view.lineage(span_id))
+        out["lineage"] = lineage_json(view.lineage(span_id))
     return out
 
 
-def _lineage_json(lin: Any) -> dict[str, Any]:
+def lineage_json(lin: Any) -> dict[str, Any]:
+    """``s.lineage(id)`` as plain data: the came-from tree, what became of the span, its descendants."""
     def node(n: Any) -> dict[str, Any]:
         return {
             "id": n.span_id,

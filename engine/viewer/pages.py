@@ -22,6 +22,7 @@ __all__ = [
     "session_page",
     "sessions_page",
     "span_fragment",
+    "lineage_fragment",
     "state_fragment",
     "url",
 ]
@@ -263,14 +264,22 @@ def span_fragment(d: dict[str, Any]) -> str:
         out.append("</ol>")
     lin = d.get("lineage")
     if lin:
-        out.append(f'<h3>Lineage <small>{esc(lin["status"])}</small></h3><ul class="tree">{_tree(lin["came_from"])}</ul>')
-        if lin["became"]:
-            out.append('<h4>What became of it</h4><ul class="became">')
-            for b in lin["became"][-20:]:
-                by = f" by {esc(b['by'])}" if b["by"] else ""
-                out.append(f'<li><a href="?at={b["position"]}" data-at="{b["position"]}" class="pref">@{b["position"]:,}</a> '
-                           f'{esc(b["action"])}{by}</li>')
-            out.append("</ul>")
+        out.append(f'<section id="lineage-box" data-done="1">{lineage_fragment(lin)}</section>')
+    else:  # a fold over the log up to this position: the script fetches it after the panel is shown
+        out.append(f'<section id="lineage-box" data-span="{esc(sid)}"><h3>Lineage</h3><p class="meta">reading the log…</p></section>')
+    return "\n".join(out)
+
+
+def lineage_fragment(lin: dict[str, Any]) -> str:
+    """A span's lineage (``data.lineage_json``): the tree it came from and what became of it."""
+    out = [f'<h3>Lineage <small>{esc(lin["status"])}</small></h3><ul class="tree">{_tree(lin["came_from"])}</ul>']
+    if lin["became"]:
+        out.append('<h4>What became of it</h4><ul class="became">')
+        for b in lin["became"][-20:]:
+            by = f" by {esc(b['by'])}" if b["by"] else ""
+            out.append(f'<li><a href="?at={b["position"]}" data-at="{b["position"]}" class="pref">@{b["position"]:,}</a> '
+                       f'{esc(b["action"])}{by}</li>')
+        out.append("</ul>")
     return "\n".join(out)
 
 
