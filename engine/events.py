@@ -76,6 +76,7 @@ class Observed(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
 class Pruned(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     span_id: str
     content_position: int  # the event that holds the pruned span's text, read back by restore
+    meta: dict[str, Any] = {}  # about the edit, e.g. the tool call that made it (engine.tools)
 
 
 class Rewritten(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
@@ -110,6 +111,7 @@ class Rederived(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
 class Restored(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     span_id: str
     content_position: int
+    meta: dict[str, Any] = {}
 
 
 class Expanded(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
@@ -118,6 +120,7 @@ class Expanded(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     span_id: str
     restored: tuple[str, ...] = ()
     restored_positions: tuple[int, ...] = ()
+    meta: dict[str, Any] = {}
 
 
 class RewriteRefused(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):
@@ -128,6 +131,7 @@ class RewriteRefused(Event, frozen=True, kw_only=True, omit_defaults=True, gc=Fa
     text: str = ""
     offending: tuple[str, ...] = ()  # the inputs that caused the refusal
     findings: tuple[dict[str, Any], ...] = ()  # grounding gate findings, when it refused
+    meta: dict[str, Any] = {}  # about the attempt, e.g. the tool call and the editor's own reason
 
 
 class Marked(Event, frozen=True, kw_only=True, omit_defaults=True, gc=False):

@@ -590,12 +590,14 @@ class Session(_Reader):
         )
         return self._live_state.live[span_id]
 
-    def prune(self, span_id: str, *, reason: str = "", by: str = "") -> None:
-        """Remove a live span from the buffer. Always allowed; the original stays in the log."""
+    def prune(self, span_id: str, *, reason: str = "", by: str = "", meta: dict[str, Any] | None = None) -> None:
+        """Remove a live span from the buffer. Always allowed; the original stays in the log.
+        ``meta`` is about the edit (e.g. the tool call that made it), kept in the event."""
         span = self._check_live(span_id)
         reason = validate.optional_str(reason, "reason")
         by = validate.optional_str(by, "by")
-        self._emit(Pruned, span_id=span_id, content_position=span.position, reason=reason, by=by)
+        meta = validate.meta(meta)
+        self._emit(Pruned, span_id=span_id, content_position=span.position, reason=reason, by=by, meta=meta)
 
     def rewrite(
         self,
@@ -637,6 +639,7 @@ class Session(_Reader):
                 offending=offending,
                 reason=message,
                 by=by,
+                meta=meta,
             )
             raise RewritePolicyError(message, span_id=offending[0], position=self.position)
         sources: list[str] = []
@@ -650,7 +653,7 @@ class Session(_Reader):
                 source_positions.extend(s.source_positions)
         if gate:
             originals = [span_from_event(self._load(p)) for p in source_positions]
-            self._gate("rewrite", ids, text, originals, by)
+            self._gate("rewrite", ids, text, originals, by, meta)
         generation = max(s.generation for s in inputs) + 1
         span_id = derived_id(self._state.n_der + 1)
         self._emit(
@@ -683,9 +686,11 @@ class Session(_Reader):
         reason: str = "",
         gate: bool = False,
         tokens: int | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> Span:
         """Rebuild a live derived span's text from its ORIGINAL observed spans, read from the log
-        (never from the derived text). The span keeps its id and stays generation 1."""
+        (never from the derived text). The span keeps its id and stays generation 1; ``meta`` (about
+        this edit) is added to the span's meta."""
         span = self._check_live(span_id)
         if span.provenance is not Provenance.DERIVED:
             raise SpanStateError(
@@ -696,6 +701,7 @@ class Session(_Reader):
             raise InvalidInputError("rederive needs exactly one of text= or rewriter=", span_id=span_id)
         by = validate.optional_str(by, "by")
         reason = validate.optional_str(reason, "reason")
+        meta = validate.meta(meta)
         originals = [span_from_event(self._load(p)) for p in span.source_positions]
         if rewriter is not None:
             text = _call_rewriter(rewriter, originals, instruction, span_id)
@@ -703,7 +709,7 @@ class Session(_Reader):
         else:
             validate.text(text)
         if gate:
-            self._gate("rederive", (span_id,), text, originals, by)
+            self._gate("rederive", (span_id,), text, originals, by, meta)
         self._emit(
             Rederived,
             span_id=span_id,
@@ -714,17 +720,18 @@ class Session(_Reader):
             role=span.role,
             kind=span.kind,
             tokens=self._count(text, tokens),
-            meta=span.meta,
+            meta={**span.meta, **meta} if meta else span.meta,
             by=by,
             reason=reason,
         )
         return self._state.live[span_id]
 
-    def restore(self, span_id: str, *, reason: str = "", by: str = "") -> Span:
+    def restore(self, span_id: str, *, reason: str = "", by: str = "", meta: dict[str, Any] | None = None) -> Span:
         """Bring a pruned span (observed or derived) back into the buffer, in its place."""
         self._check_known(span_id)
         reason = validate.optional_str(reason, "reason")
         by = validate.optional_str(by, "by")
+        meta = validate.meta(meta)
         if span_id in self._state.live:
             raise SpanStateError(f"{span_id} is already live; nothing to restore", span_id=span_id)
         last = self._last_touch(span_id)
@@ -733,16 +740,17 @@ class Session(_Reader):
                 self._not_live_message(span_id, last).replace("is not live in the buffer", "cannot be restored"),
                 span_id=span_id,
             )
-        self._emit(Restored, span_id=span_id, content_position=last.content_position, reason=reason, by=by)
+        self._emit(Restored, span_id=span_id, content_position=last.content_position, reason=reason, by=by, meta=meta)
         return self._state.live[span_id]
 
-    def expand(self, span_id: str, *, reason: str = "", by: str = "") -> list[Span]:
+    def expand(self, span_id: str, *, reason: str = "", by: str = "", meta: dict[str, Any] | None = None) -> list[Span]:
         """Replace a live derived span by its original observed spans, read back from the log."""
         span = self._check_live(span_id)
         if span.provenance is not Provenance.DERIVED:
             raise SpanStateError(f"{span_id} is an observed span; only derived spans expand", span_id=span_id)
         reason = validate.optional_str(reason, "reason")
         by = validate.optional_str(by, "by")
+        meta = validate.meta(meta)
         clash = [s for s in span.sources if s in self._state.live]
         if clash:
             raise SpanStateError(
@@ -755,6 +763,7 @@ class Session(_Reader):
             restored_positions=span.source_positions,
             reason=reason,
             by=by,
+            meta=meta,
         )
         return [self._state.live[s] for s in span.sources]
 
@@ -769,7 +778,9 @@ class Session(_Reader):
         )
         return self.position
 
-    def _gate(self, command: str, inputs: Sequence[str], text: str, originals: list[Span], by: str) -> None:
+    def _gate(
+        self, command: str, inputs: Sequence[str], text: str, originals: list[Span], by: str, meta: dict[str, Any] | None = None
+    ) -> None:
         """The opt-in grounding gate: refuse (and record) a rewrite that adds unsupported specifics
         (or, with a model-based checker configured, any error-level drift it finds)."""
         findings = gate_errors(self.checker, text, [Source(s.text, s.role) for s in originals])
@@ -797,6 +808,7 @@ class Session(_Reader):
             findings=tuple(findings),
             reason=message,
             by=by,
+            meta=meta or {},
         )
         raise GroundingError(message, findings=tuple(findings), position=self.position)
 

@@ -14,7 +14,9 @@ on (a summary stating specifics none of its sources state is refused and recorde
 
 ``call`` writes only the edit (or the recorded refusal). Whoever received the call from the model
 records the call and its result as ``tool_call``/``tool_result`` observations and passes the call's
-span as ``call=`` so the edit points at it (see ``engine.integrations.mcp``).
+span (``call=``, or ``record_call=`` to record it only once the arguments are valid): every edit or
+refusal event then points at it in its ``meta`` (``{"tool_call": "o301", "tool_call_position": 300}``)
+and its reason ends ``[via o301]`` (see ``engine.integrations.mcp``).
 
 Every failure is a result with ``is_error=True`` and a message the model can act on; nothing raises
 for bad input from the model (a programming error in the harness still raises).
@@ -330,17 +332,20 @@ class ContextTools:
                 raise InvalidInputError(f"{name}: invalid arguments: {e}") from None
             raise InvalidInputError(f"{name}: the arguments are not valid JSON ({e})") from None
 
-    def _by_call(self, call: Span | None) -> dict[str, Any]:
+    @staticmethod
+    def _by_call(call: Span | None) -> dict[str, Any]:
+        """The edit event's meta: the recorded tool call that made the edit (span and position)."""
         if call is None:
             return {}
         return {"tool_call": call.id, "tool_call_position": call.position}
 
-    def _reason(self, reason: str, call: Span | None) -> str:
-        """The model's reason, and which recorded call made the edit (until edit events carry meta)."""
+    @staticmethod
+    def _reason(reason: str, call: Span | None) -> str:
+        """The model's reason, ending ``[via o301]`` when a recorded call made the edit, so a plain
+        ``ctxledger log`` line says which call it was (the event's meta says it too)."""
         if call is None:
             return reason
-        note = f"[via {call.id}]"
-        return f"{reason} {note}" if reason else note
+        return f"{reason} [via {call.id}]" if reason else f"[via {call.id}]"
 
     # -- context_list ----------------------------------------------------------------------------
 
@@ -485,30 +490,32 @@ class ContextTools:
             self._check_restorable(span_id)
             plan.append(("restore", span_id))
             planned.add(span_id)
-        reason = self._reason(args.reason, start())
+        call = start()
+        edit = {"reason": self._reason(args.reason, call), "by": self.by, "meta": self._by_call(call)}
         before = s.tokens
         done: list[str] = []
-        expanded: list[str] = []
+        expanded: dict[str, list[str]] = {}
         with s.batch():
             for command, span_id in plan:
                 if command == "expand":
-                    back = s.expand(span_id, reason=reason, by=self.by)
-                    expanded.append(f"{span_id} → {span_ranges([b.id for b in back])}")
+                    back = [b.id for b in s.expand(span_id, **edit)]
+                    expanded[span_id] = back
                     for b in back:
-                        done.extend(self._bring_partner(b, reason))
+                        done.extend(self._bring_partner(s.state.live[b], edit))
                 elif span_id not in s.state.live:  # (not brought back already as a partner)
-                    span = s.restore(span_id, reason=reason, by=self.by)
+                    span = s.restore(span_id, **edit)
                     done.append(span_id)
-                    done.extend(self._bring_partner(span, reason))
+                    done.extend(self._bring_partner(span, edit))
         parts = []
         if done:
             parts.append(f"restored {_ids(done)}")
-        if expanded:
-            parts.append(f"expanded {'; '.join(expanded)}")
+        for d, back in expanded.items():
+            parts.append(f"replaced {d} by its originals {span_ranges(back)}")
+        back_in = done + [b for bs in expanded.values() for b in bs]
         return ToolResult(
             text=f"{'; '.join(parts)} — {before:,} → {s.tokens:,} live tokens. "
-            f"Undo: context_prune {_json({'span_ids': done or [e.split(' ')[0] for e in expanded]})}",
-            data={"restored": done, "expanded": [e.split(" ")[0] for e in expanded], "tokens_before": before, "tokens_after": s.tokens},
+            f"Undo: context_prune {_json({'span_ids': back_in, 'reason': '…'})}",
+            data={"restored": done, "expanded": list(expanded), "tokens_before": before, "tokens_after": s.tokens},
         )
 
     def _check_restorable(self, span_id: str) -> None:
@@ -528,7 +535,7 @@ class ContextTools:
                     ) from None
                 raise SpanStateError(e.message.replace("is not live in the buffer", "cannot be restored"), span_id=span_id) from None
 
-    def _bring_partner(self, span: Span, reason: str) -> list[str]:
+    def _bring_partner(self, span: Span, edit: dict[str, Any]) -> list[str]:
         partner = tool_partner(self.session, span)
         if partner is None or partner.id in self.session.state.live:
             return []
@@ -536,7 +543,7 @@ class ContextTools:
             self._check_restorable(partner.id)
         except LedgerError:
             return []  # summarized or expanded away: the render shows a placeholder naming it
-        self.session.restore(partner.id, reason=reason, by=self.by)
+        self.session.restore(partner.id, **edit)
         return [partner.id]
 
     # -- context_prune ---------------------------------------------------------------------------
@@ -544,11 +551,11 @@ class ContextTools:
     def _prune(self, args: PruneArgs, start: Callable[[], Span | None]) -> ToolResult:
         s = self.session
         targets = self._live_targets(args.span_ids, "prune")
-        reason = self._reason(args.reason, start())
+        call = start()
         before = s.tokens
         with s.batch():
             for span_id in targets:
-                s.prune(span_id, reason=reason, by=self.by)
+                s.prune(span_id, reason=self._reason(args.reason, call), by=self.by, meta=self._by_call(call))
         return ToolResult(
             text=f"pruned {_ids(targets)} — {before:,} → {s.tokens:,} live tokens"
             + (f" / {self.budget:,}" if self.budget else "")
@@ -590,7 +597,7 @@ class ContextTools:
         try:
             span = s.rewrite(
                 targets, args.summary, by=self.by, reason=self._reason(args.reason, call), gate=self.gate,
-                meta=self._by_call(call) or None,
+                meta=self._by_call(call),
             )
         except GroundingError as e:
             return _error(e, hint=_grounding_hint(e))
@@ -631,7 +638,10 @@ class ContextTools:
         before = span.tokens
         call = start()
         try:
-            new = s.rederive(span.id, text=args.summary, by=self.by, reason=self._reason(args.reason, call), gate=self.gate)
+            new = s.rederive(
+                span.id, text=args.summary, by=self.by, reason=self._reason(args.reason, call), gate=self.gate,
+                meta=self._by_call(call),
+            )
         except GroundingError as e:
             return _error(e, hint=_grounding_hint(e))
         return ToolResult(

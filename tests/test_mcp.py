@@ -73,7 +73,8 @@ async def test_a_prune_is_recorded_as_a_call_its_edit_and_its_result(server, ses
     assert call.by == "model:claude-test"
     for p in (p1, p2):
         assert p.by == "model:claude-test" and p.reason.startswith("release output no longer needed")
-        assert call.span_id in p.reason  # the edit points at the call that made it
+        # the edit points at the call that made it
+        assert p.meta == {"tool_call": call.span_id, "tool_call_position": call.position}
     assert answer.kind == "tool_result" and answer.meta["tool_call_id"] == call.meta["tool_call_id"]
     assert answer.text == result.content[0].text
     # the call and its result render as a valid pair, like any tool exchange
@@ -150,6 +151,7 @@ async def test_summary_of_a_summary_is_refused_and_the_attempt_recorded(server, 
     assert kinds == ["Observed", "RewriteRefused", "Observed"]  # the call, the refusal, the error result
     refusal = session.event(start + 2)
     assert isinstance(refusal, RewriteRefused) and refusal.by == "model:claude-test"
+    assert refusal.meta["tool_call"] == session.event(start + 1).span_id
     result = session.event(start + 3)
     assert isinstance(result, Observed) and result.meta["is_error"] is True
     assert max(s.generation for s in session.spans()) == 1

@@ -244,7 +244,37 @@ def test_edits_point_at_the_recorded_call(tools):
     r = tools.call("context_prune", {"span_ids": ["o4"], "reason": "stale"}, call=call)
     assert not r.is_error
     pruned = s.event(s.position)
-    assert pruned.by == "model:test" and call.id in pruned.reason and pruned.reason.startswith("stale")
+    assert pruned.by == "model:test" and pruned.reason == f"stale [via {call.id}]"
+    assert pruned.meta == {"tool_call": call.id, "tool_call_position": call.position}
+    # a refusal points at its call too
+    call2 = s.observe("summarize a summary", role="assistant", kind="tool_call",
+                      meta={"tool_call_id": "m2", "name": "context_summarize", "arguments": {}})
+    tools.call("context_summarize", {"span_ids": ["o5", "o6"], "summary": "billing-api is 503; restart it.", "reason": "fold"})
+    r = tools.call("context_summarize", {"span_ids": ["d1"], "summary": "x", "reason": "again"}, call=call2)
+    refused = s.event(s.position)
+    assert r.is_error and isinstance(refused, RewriteRefused) and refused.meta["tool_call"] == call2.id
+
+
+def test_edit_meta_is_kept_in_the_events_and_checked(session):
+    s = session
+    s.prune("o2", by="harness", meta={"ticket": "OPS-1"})
+    assert s.event(s.position).meta == {"ticket": "OPS-1"}
+    s.restore("o2", meta={"why": "needed"})
+    assert s.event(s.position).meta == {"why": "needed"}
+    d = s.rewrite(["o5", "o6"], "billing-api is 503; restart it.", meta={"tool_call": "o9"})
+    s.rederive(d.id, text="billing-api is 503.", meta={"tool_call": "o10"})
+    assert s.span(d.id).meta == {"tool_call": "o10"}
+    s.expand(d.id, meta={"tool_call": "o11"})
+    assert s.event(s.position).meta == {"tool_call": "o11"}
+    from engine import InvalidInputError
+
+    pos = s.position
+    with pytest.raises(InvalidInputError):
+        s.prune("o2", meta="not a dict")
+    with pytest.raises(InvalidInputError):
+        s.restore("o2", meta={1: "x"})
+    assert s.position == pos
+    assert s.rebuild().live == s.state.live
 
 
 def test_render_with_ids_and_the_harness_notice(tools):
