@@ -287,7 +287,7 @@ def test_hostile_text_never_runs_in_the_browser(browser, tmp_path):
 
     from engine.viewer.app import create_app
     from engine.viewer.pages import url
-    from tests.test_serve import HOSTILE_NAME, _hostile_store
+    from test_serve import HOSTILE_NAME, _hostile_store  # pytest puts tests/ on sys.path
 
     ledger = _hostile_store(tmp_path)
     sock = socket.socket()
