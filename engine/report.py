@@ -174,7 +174,8 @@ def collect(reader: _Reader) -> dict[str, Any]:
         "refusals": state.refusals,
         "counts": counts,
         "model_edits": _model_edits(reader),
-        "marks": sorted(([label, pos] for label, pos in reader.marks().items() if pos <= reader.position), key=lambda m: m[1]),
+        # mark labels are drawn by the script as chart text: bidi controls shown there too, never obeyed
+        "marks": sorted(([label.translate(_VISIBLE), pos] for label, pos in reader.marks().items() if pos <= reader.position), key=lambda m: m[1]),
         "area": area,
         "markers": markers,
         "audit": {

@@ -58,6 +58,9 @@ def test_report_of_hostile_text_is_inert(tmp_path):
     assert m and "<" not in m.group(1)
     data = json.loads(m.group(1))
     assert data["sessions"][0]["name"] == NAME
+    # mark labels are drawn as chart text by the script: their bidi controls are already made visible
+    labels = [label for label, _ in data["sessions"][0]["marks"]]
+    assert labels and all("\u202e" not in label and "⟨U+202E⟩" in label for label in labels)
 
 
 def test_build_report_escapes_every_field(tmp_path):
