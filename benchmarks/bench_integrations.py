@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _results import machine, write_section  # noqa: E402
 from agents import SQLiteSession  # noqa: E402
 
-from engine import EstimateCounter, Ledger  # noqa: E402
+from engine import Ledger  # noqa: E402
 from engine.integrations.openai_agents import LedgerSession  # noqa: E402
 
 HISTORY = 1_000
@@ -176,7 +176,7 @@ def main() -> None:
     )
     for label, on_disk in variants:
         t = asyncio.run(measure(args.rounds, default_counter(), on_disk))
-        ours, sdk, core = t["ours"], t["sdk"], t["core"]
+        ours, sdk = t["ours"], t["sdk"]
         med = {k: statistics.median(v["round"]) for k, v in t.items()}
         rows.append(
             f"| {label} | {ms(statistics.median(ours['add']))} | {ms(statistics.median(ours['get']))} | "

@@ -219,7 +219,7 @@ def test_one_session_per_langgraph_thread():
     sessions = {i.name: i.position for i in led.sessions()}
     assert sessions == {"thread-ada": 5, "thread-bob": 3}
     with pytest.raises(InvalidInputError, match="inside a run"):
-        mw.ledger_session
+        _ = mw.ledger_session
 
 
 def test_per_thread_context_tools_act_on_the_runs_own_session():
@@ -429,7 +429,7 @@ def exchanges(draw):
     ai = AIMessage(
         draw(text_st),
         id=draw(st.uuids()).hex,
-        tool_calls=[{"name": "t", "args": a, "id": i, "type": "tool_call"} for a, i in zip(args, ids)],
+        tool_calls=[{"name": "t", "args": a, "id": i, "type": "tool_call"} for a, i in zip(args, ids, strict=True)],
     )
     return [ai] + [ToolMessage(draw(text_st), tool_call_id=i, id=f"r{i}") for i in ids]
 

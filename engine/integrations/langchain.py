@@ -173,7 +173,8 @@ def _observations(messages: Any) -> list[Observation]:
         raise InvalidInputError(f"messages must be a list of LangChain messages, not {type(messages).__name__}")
     records: list[Observation] = []
     for n, m in enumerate(messages):
-        records.extend(check_observations(message_to_observations(m, n), lambda _: f"message {n}"))
+        where = f"message {n}"
+        records.extend(check_observations(message_to_observations(m, n), lambda _, where=where: where))
     return records
 
 

@@ -437,7 +437,7 @@ class LedgerSession:
     def _decode(self, parts: list[bytes], entries: list[Entry] | None = None) -> list[dict[str, Any]]:
         items = _decode_list(b"[" + b",".join(parts) + b"]")
         if entries is not None:
-            items = [_tag(item, e.span.id) if e.shown is Shown.SPAN else item for item, e in zip(items, entries)]
+            items = [_tag(item, e.span.id) if e.shown is Shown.SPAN else item for item, e in zip(items, entries, strict=True)]
         return items
 
     def _retry(self, command: Any) -> Any:
