@@ -252,8 +252,9 @@ class LedgerSession:
     Give ``ledger=`` (an open ``Ledger``, left open) or ``url=`` (opened here, closed by ``close()``);
     with neither, ``$CTXLEDGER_URL`` or ``./ctxledger.db``. The session is created when missing, so a
     restarted process resumes it. ``compactor`` runs after every settled turn (the Runner's
-    ``run_compaction`` hook). ``render_ids=True`` starts each message's and tool output's text with its
-    span id (``[o17] ...``) for a model that prunes or recalls spans through the context tools."""
+    ``run_compaction`` hook). ``context_tools()`` gives the model its own context tools on this session;
+    ``render_ids=True`` starts each message's and tool output's text with its span id (``[o17] ...``)
+    so the model can name spans in them. ``ledger_session`` is the ctxledger ``Session`` underneath."""
 
     session_settings: Any = None
 
