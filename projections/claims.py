@@ -145,6 +145,8 @@ def user_instructions(text: str, sources: Sequence[Source]) -> list[dict]:
             missing = [sp.text for sp in specifics]
         if best >= INSTRUCTION_SUPPORT and not missing:
             continue
+        if _quotes_a_user(claim, user_texts):
+            continue  # 'the user asked to "work on X" - an epic for …': the words quoted are the user's
         who = "no user message" if not user_texts else "none of the user's messages"
         why = f" (the user never mentions {', '.join(repr(x) for x in missing[:3])})" if missing else ""
         out.append(
@@ -161,105 +163,119 @@ def user_instructions(text: str, sources: Sequence[Source]) -> list[dict]:
     return out
 
 
+_QUOTED = re.compile(r"\"([^\"\n]{4,300})\"|“([^”\n]{4,300})”")
+
+
+def _quotes_a_user(claim: str, user_texts: Sequence[str]) -> bool:
+    """The claim quotes the user's own words (what follows the quote is context, not the request)."""
+    folded = [" ".join(tokens(t)) for t in user_texts]
+    for m in _QUOTED.finditer(claim):
+        quoted = " ".join(tokens(m.group(1) or m.group(2)))
+        if quoted and any(quoted in f for f in folded):
+            return True
+    return False
+
+
 # -- completed-work claims and status flips ------------------------------------------------------
 
-# activity -> (how a summary names it being done, how a source names the activity)
-_ACTIVITIES: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
+_I = re.IGNORECASE
+_M = re.IGNORECASE | re.MULTILINE
+
+
+def _activity_line(word: str) -> list[tuple[re.Pattern[str], int]]:
+    """Outcome lines for an activity named by ``word``: the line names it and how it went."""
+    return [
+        (re.compile(rf"^(?=.*\b{word}).*\b(?:fail(?:ed|s|ure)?|errors?|aborted|rolled\s+back|reverted|timed\s+out|refused|crash(?:ed)?)\b.*$", _M), -1),
+        (re.compile(rf"^(?=.*\b{word}).*\b(?:completed?|finished|succeeded|successful(?:ly)?|done|applied|live|healthy)\b.*$", _M), 1),
+    ]
+
+
+# activity -> (how a summary claims it done, outcome lines of the sources: (pattern, +1 done / -1 not))
+_ACTIVITIES: dict[str, tuple[re.Pattern[str], list[tuple[re.Pattern[str], int]]]] = {
     "tests": (
-        re.compile(r"\b(?:all\s+)?(?:the\s+)?(?:unit\s+|integration\s+)?tests?(?:\s+suite)?\s+(?:now\s+|all\s+)?(?:pass(?:es|ed|ing)?|(?:are|is)\s+(?:green|passing))\b|\btest\s+suite\s+is\s+green\b|\bCI\s+is\s+green\b", re.I),
-        re.compile(r"\b(?:tests?|pytest|test\s+suite|CI|jest|cargo\s+test|go\s+test|unittest|spec)\b", re.I),
+        re.compile(r"\b(?:all\s+)?(?:the\s+)?(?:unit\s+|integration\s+)?tests?(?:\s+suite)?\s+(?:now\s+|all\s+)?(?:pass(?:es|ed|ing)?|(?:are|is)\s+(?:green|passing))\b|\btest\s+suite\s+is\s+green\b|\bCI\s+is\s+green\b", _I),
+        [
+            (re.compile(r"\b[1-9]\d*\s+(?:failed|failures?|errors?)\b|\bFAILED\b|\btests?\s+failed\b|^FAIL\b", _M), -1),
+            (re.compile(r"\b\d+\s+passed\b|\b\d+\s+tests?,\s+0\s+failures?\b|^OK\b|\ball\s+tests?\s+pass(?:ed)?\b|\btests?\s+passed\b|\bTests:\s+\d+\s+passed\b", _M), 1),
+        ],
     ),
     "commit": (
-        re.compile(r"\b(?:changes\s+(?:were|are|have\s+been)\s+)?(?:committed|pushed)\b", re.I),
-        re.compile(r"\bgit\s+(?:commit|push)\b|\b(?:commit(?:ted)?|push(?:ed)?)\b|\[\w[\w./-]*\s+[0-9a-f]{6,}\]|\bTo\s+\S+\.git\b", re.I),
+        re.compile(r"\b(?:committed|pushed)\b", _I),
+        [
+            (re.compile(r"!\s*\[rejected\]|\bfailed\s+to\s+push\b|^fatal:|\bnothing\s+(?:added\s+)?to\s+commit\b|\bcommit\s+failed\b|^error:\s.*\b(?:push|commit|refs|merge)\b", _M), -1),
+            (re.compile(r"^\[[\w./-]+(?:\s+\(root-commit\))?\s+[0-9a-f]{7,}\]|^\s*(?:[0-9a-f]{7,}\.\.[0-9a-f]{7,}|\*\s+\[new\s+branch\])\s+\S+\s+->\s+\S+", _M), 1),
+        ],
     ),
     "migration": (
-        re.compile(r"\bmigrations?\b[^.;]{0,60}?\b(?:completed?|finished|succeeded|done|applied|ran\s+successfully)\b", re.I),
-        re.compile(r"\bmigrat(?:e|ed|es|ing|ion|ions)\b", re.I),
+        re.compile(r"\bmigrations?\b[^.;\n]{0,60}?\b(?:completed?|finished|succeeded|done|applied|ran\s+successfully)\b", _I),
+        _activity_line(r"migrat"),
     ),
     "deploy": (
-        re.compile(r"\b(?:deploy(?:ment)?|rollout|release)\b[^.;]{0,60}?\b(?:completed?|finished|succeeded|done|successful|is\s+live)\b|\bsuccessfully\s+deployed\b", re.I),
-        re.compile(r"\b(?:deploy(?:ed|s|ing|ment)?|roll(?:ed)?\s*out|rollout|release)\b", re.I),
+        re.compile(r"\b(?:deploy(?:ment)?|rollout|release)\b[^.;\n]{0,60}?\b(?:completed?|finished|succeeded|done|successful|is\s+live)\b|\bsuccessfully\s+deployed\b", _I),
+        _activity_line(r"(?:deploy|roll(?:ed)?\s*out|release)"),
     ),
     "build": (
-        re.compile(r"\bbuild\b[^.;]{0,40}?\b(?:completed?|finished|succeeded|passe[sd]|is\s+green|successful)\b", re.I),
-        re.compile(r"\b(?:build|compil(?:e|ed|ing|ation))\b", re.I),
-    ),
-    "fix": (
-        re.compile(r"\b(?:fixed|resolved)\b", re.I),
-        re.compile(r"\b(?:fix(?:ed|es)?|resolv(?:e|ed)|patch(?:ed)?|pass(?:es|ed)?|works?|succeed(?:ed|s)?|ok)\b", re.I),
+        re.compile(r"\bbuild\b[^.;\n]{0,40}?\b(?:completed?|finished|succeeded|passe[sd]|is\s+green|successful)\b", _I),
+        [
+            (re.compile(r"\bbuild\s+(?:failed|error)|\bcompilation\s+(?:error|failed)|^error(?:\[E\d+\])?:\s", _M), -1),
+            (re.compile(r"\bbuild\s+(?:succeeded|successful|passed|finished|complete)|^\s*Finished\b|\bCompiled\b", _M), 1),
+        ],
     ),
 }
-_FAIL = re.compile(
-    r"\b(?:fail(?:ed|s|ing|ure|ures)?|errors?|errored|exception|traceback|aborted|rejected|denied|"
-    r"timed\s+out|refused|crash(?:ed|es)?|broken|rolled\s+back|reverted|exit\s+(?:code|status)\s*[1-9]\d*|"
-    r"non-zero|not\s+(?:found|ok|pass(?:ing|ed)?|complete[d]?|applied|pushed|committed)|conflict|"
-    r"could\s+not|couldn't|cannot|can't|unable)\b",
-    re.I,
-)
-_NO_FAIL = re.compile(r"\b(?:0|zero|no)\s+(?:fail(?:ed|ures?)|errors?)\b|\bwithout\s+(?:errors?|failures?)\b", re.I)
-_SUCCESS = re.compile(
-    r"\b(?:pass(?:ed|es|ing)?|ok|succeed(?:ed|s)?|success(?:ful(?:ly)?)?|complete[d]?|finished|done|applied|"
-    r"green|committed|pushed|merged|deployed|live|fixed|resolved|exit\s+(?:code|status)\s*0)\b"
-    r"|\[\w[\w./-]*\s+[0-9a-f]{6,}\]|\bTo\s+\S+\.git\b|->\s*\w+",
-    re.I,
-)
-
-
 _REQUEST = re.compile(
     r"\b(?:please|can\s+you|could\s+you|would\s+you|make\s+sure|ensure|should|need\s+to|needs\s+to|must|"
     r"let's|let\s+us|want\s+(?:you|to)|try\s+to|until)\b|\?\s*$",
     re.I,
 )
+_NOT_DONE = re.compile(r"\b(?:not|never|no\s+longer|n't|without|didn't|wasn't|weren't|hasn't|haven't|isn't|aren't|yet\s+to|still\s+(?:fail|red))\b", re.I)
 
 
-def _polarity(sentence: str) -> int | None:
-    """+1 a success, -1 a failure, None neither (a failure word wins unless it is "0 failed")."""
-    cleaned = _NO_FAIL.sub(" ", sentence)
-    if _FAIL.search(cleaned):
-        return -1
-    if _SUCCESS.search(sentence):
-        return 1
-    return None
+def _outcome(text: str, patterns: list[tuple[re.Pattern[str], int]]) -> tuple[int, int] | None:
+    """(offset, +1 / -1) of the last outcome line in ``text``, if any; a line that reports both
+    ("3 failed, 12 passed") is a failure."""
+    lines: dict[int, int] = {}
+    for rx, polarity in patterns:
+        for m in rx.finditer(text):
+            start = text.rfind("\n", 0, m.start()) + 1
+            lines[start] = min(lines.get(start, polarity), polarity)
+    if not lines:
+        return None
+    last = max(lines)
+    return last, lines[last]
 
 
 def completions(text: str, sources: Sequence[Source]) -> list[dict]:
-    """Claims that work was done (tests pass, committed, migration completed, fixed) that no source
-    shows done, or that the sources' last word on the activity contradicts."""
+    """Claims that work was done (tests pass, committed and pushed, migration completed, deployed,
+    built) that no source shows done, or that the sources' last outcome line on it contradicts.
+    One finding per activity."""
     out: list[dict] = []
-    if not any(claim_rx.search(text) for claim_rx, _ in _ACTIVITIES.values()):
+    claimed = [(a, rx) for a, (rx, _) in _ACTIVITIES.items() if rx.search(text)]
+    if not claimed:
         return out
     evidence = [src.text for src in sources if not _REQUEST.search(src.text)]  # asking for it is not doing it
-    for offset, sentence in _sentences(text):
-        if _NEGATED.search(sentence):
-            continue  # "tests do not pass yet" claims nothing done
-        for activity, (claim_rx, source_rx) in _ACTIVITIES.items():
+    for activity, claim_rx in claimed:
+        claim = None
+        for offset, sentence in _sentences(text):
             m = claim_rx.search(sentence)
-            if m is None:
-                continue
-            if activity == "fix" and re.search(r"\b(?:to\s+be\s+fixed|needs?\s+(?:to\s+be\s+)?fix|will\s+be\s+fixed|not\s+(?:yet\s+)?fixed)\b", sentence, re.I):
-                continue
-            # each source span that speaks of the activity says how it went; the last one counts
-            verdicts = [p for s in evidence if source_rx.search(s) for p in [_polarity(s)] if p is not None]
-            if verdicts and verdicts[-1] > 0:
-                continue
-            if activity == "fix" and not verdicts:
-                continue  # "fixed" with nothing to check it against: the specifics check has the rest
-            if verdicts:
-                why = f"the sources' last word on the {activity} is a failure"
-            else:
-                why = f"no source shows the {activity} done"
-            out.append(
-                {
-                    "kind": UNSUPPORTED_COMPLETION,
-                    "category": activity,
-                    "value": m.group(0),
-                    "severity": "error",
-                    "message": f"the summary claims {m.group(0)!r} but {why}",
-                    "offset": offset + m.start(),
-                }
-            )
-            break
+            if m is not None and not _NOT_DONE.search(sentence):
+                claim = (offset + m.start(), m.group(0))
+                break
+        if claim is None:
+            continue
+        verdicts = [o[1] for s in evidence for o in [_outcome(s, _ACTIVITIES[activity][1])] if o is not None]
+        if verdicts and verdicts[-1] > 0:
+            continue
+        why = f"the sources' last word on the {activity} is a failure" if verdicts else f"no source shows the {activity} done"
+        out.append(
+            {
+                "kind": UNSUPPORTED_COMPLETION,
+                "category": activity,
+                "value": claim[1],
+                "severity": "error",
+                "message": f"the summary claims {claim[1]!r} but {why}",
+                "offset": claim[0],
+            }
+        )
     return out
 
 

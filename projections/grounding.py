@@ -102,7 +102,7 @@ def unsupported(
             continue
         seen.add(key)
         if sp.category == "quote":
-            close = _near_quote(sp.value, index)
+            close = _near_quote(sp.value, index) or _code_words(sp, index)
             if close is not None:
                 out.append(
                     {
@@ -167,6 +167,17 @@ def _near_quote(value: str, index: SourceIndex) -> str | None:
                 if ratio > best_ratio:
                     best, best_ratio = candidate, ratio
     return best if best_ratio >= NEAR_QUOTE_RATIO else None
+
+
+def _code_words(sp: Specific, index: SourceIndex) -> str | None:
+    """A backticked code span whose every word the sources use: code re-typed from what was read
+    (``{:ok, trace_id} | :error``), not copied; a note, not an invention."""
+    if not sp.text.startswith("`"):
+        return None
+    words = tokens(sp.text)
+    if len(words) >= 2 and all(w in index.toks for w in words):
+        return " ".join(words)
+    return None
 
 
 def _severity(sp: Specific, index: SourceIndex, near: list[str]) -> str:

@@ -665,6 +665,7 @@ def common_lowercase_words() -> frozenset[str]:
 
 
 _LOWER_WORD = re.compile(r"[a-z][a-z'-]*")
+_NAME_LIST = re.compile(r"[A-Z][A-Za-z0-9+#-]*(?:/[A-Z][A-Za-z0-9+#-]*)+")
 
 
 def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) -> list[Specific]:
@@ -731,7 +732,7 @@ def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) ->
                 continue
             add(Specific("name", w, a, b, "".join(tokens(stem)), weak=True))
     found.sort(key=lambda s: s.start)
-    if "\n" in text or _LIST_MARKER.match(text):
+    if "\n" in text or _LIST_MARKER.match(text) or "**" in text:
         found = _layout(text, found)
     return found
 
@@ -740,6 +741,7 @@ def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) ->
 # line ("2. Key Technical Concepts:", "## Errors and Fixes") capitalizes words that name nothing
 # (its other specifics, a path or a time, still count).
 _LIST_MARKER = re.compile(r"[ \t]*(?:\d{1,3}[.)])(?=[ \t])", re.M)
+_BOLD_LABEL = re.compile(r"^[ \t]*(?:\d{1,3}[.)][ \t]+|[-*•][ \t]+)?\*\*[^*\n]{1,80}\*\*[ \t]*:", re.M)  # "- **Solved**:"
 _HEADING = re.compile(
     r"^[ \t]*(?:#{1,6}[ \t]+|\d{1,3}[.)][ \t]+|[-*•][ \t]+)?(?:[A-Z][\w'/-]*[ \t]+(?:(?:and|or|of|the|to|for|in|on|with|&)[ \t]+)?)*"
     r"[A-Z][\w'/-]*[ \t]*:?[ \t]*$",
@@ -755,6 +757,7 @@ def _layout(text: str, found: list[Specific]) -> list[Specific]:
             digits = m.group(0).strip()[:-1]
             markers.add(m.start() + m.group(0).index(digits))
     headings = [(m.start(), m.end()) for m in _HEADING.finditer(text)]
+    headings += [(m.start(), m.end()) for m in _BOLD_LABEL.finditer(text)]
     out = []
     for sp in found:
         if sp.category == "number" and sp.start in markers:
@@ -819,6 +822,8 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
         b = a + len(s)
         if s in ("/", "//") or not re.search(r"[A-Za-z]", s.rsplit(".", 1)[0] if "/" not in s else s):
             return None
+        if _NAME_LIST.fullmatch(s):
+            return None  # "Elixir/Phoenix/Ash": names joined by slashes, not a path (its names are checked as names)
         return Specific("path", s, a, b, s.lower().rstrip("/"))
     if kind == "isodate":
         g = m.groups()

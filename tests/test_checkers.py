@@ -97,7 +97,8 @@ def test_completion_claims_follow_the_last_word_of_the_sources():
 def test_negation_flips_are_found_and_faithful_negations_are_not():
     rolled = [Source("deployed cart-api v2.1.0 to prod at 10:00"), Source("cart-api v2.1.0: error rate 9%, rolled back at 10:12")]
     assert [f["kind"] for f in claim_findings("cart-api v2.1.0 was not rolled back.", rolled)] == ["status-flip"]
-    assert [f["kind"] for f in claim_findings("The cart-api v2.1.0 rollout succeeded.", rolled)] == ["status-flip"]
+    # also an unsupported completion: no source shows the rollout done
+    assert "status-flip" in [f["kind"] for f in claim_findings("The cart-api v2.1.0 rollout succeeded.", rolled)]
     assert claim_findings("cart-api v2.1.0 was rolled back after errors.", rolled) == []
     kept = [Source("deployed cart-api v2.1.0 to prod at 10:00"), Source("cart-api v2.1.0: healthy, no rollback")]
     assert claim_findings("cart-api v2.1.0 was not rolled back.", kept) == []
@@ -363,3 +364,17 @@ def test_numbered_headings_of_a_structured_summary_are_layout_not_claims():
     sources = [Source("please keep billing-api on API v1 until Friday", "user"), Source("GET /h -> 503 from billing-api at 13:58", "tool")]
     assert [f for f in check(summary, sources).findings if f["severity"] != "info"] == []
     assert [f["value"] for f in check(summary.replace("13:58", "14:02"), sources).findings if f["severity"] == "error"] == ["14:02"]
+
+
+def test_code_retyped_from_sources_and_slash_joined_names_are_not_inventions():
+    sources = [Source("defp reply({:ok, trace_id}), do: ... \n defp reply(:error), do: ...", "tool"), Source("deps: phoenix, ash, bandit", "tool")]
+    found = check("It returns `{:ok, trace_id} | :error` on Phoenix/Ash/Bandit.", sources).findings
+    assert [(f["kind"], f["severity"]) for f in found] == [("near-quote", "info")]
+    invented = check("It returns `{:ok, span_token}`.", sources).findings
+    assert ("unsupported-specific", "error") in [(f["kind"], f["severity"]) for f in invented]
+
+
+def test_an_instruction_that_quotes_the_user_is_grounded_by_the_quote():
+    sources = [Source("Work on bead spotter-4te", "user"), Source("bd show spotter-4te: epic: tracing across Phoenix and Ash", "tool")]
+    assert claim_findings('The user asked to "Work on bead spotter-4te" - an epic for tracing across Phoenix and Ash.', sources) == []
+    assert [f["kind"] for f in claim_findings("The user asked for tracing across Phoenix and Ash.", sources)] == ["invented-instruction"]
