@@ -219,3 +219,27 @@ async def test_over_a_real_stdio_subprocess(tmp_path):
     assert [c.meta["name"] for c in calls] == ["context_list", "context_prune", "context_search"]
     assert s.verify().ok
     ledger.close()
+
+
+@pytest.mark.anyio
+async def test_the_harness_writing_from_another_process_is_seen_and_announced(tmp_path):
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    served = Ledger.open(url, token_counter=EstimateCounter())
+    s = served.create_session("shared")
+    _fill(s)
+    harness = Ledger.open(url, token_counter=EstimateCounter())  # another writer, as another process would be
+    h = harness.session("shared")
+    async with mcp.Client(create_server(s, by="model:x", ledger=served)) as client:
+        await client.read_resource(BUFFER_URI)  # the model has seen the buffer
+        h.observe("New request: roll back 3.2, the smoke tests missed a checkout bug.", role="user")  # o6
+        h.prune("o5", by="compactor:prune-oldest")
+        listed = await client.call_tool("context_list", {})
+        assert "o6 user message" in listed.content[0].text and "o5 " not in listed.content[0].text
+        pruned = await client.call_tool("context_prune", {"span_ids": ["o2"], "reason": "superseded"})
+        assert pruned.is_error is False  # no conflict with the other writer
+        text = (await client.read_resource(BUFFER_URI)).contents[0].text
+    assert "[ledger]" in text and "pruned o5" in text and "compactor:prune-oldest" in text
+    h.refresh()
+    assert "o2" not in h.state.live and h.verify().ok
+    served.close()
+    harness.close()

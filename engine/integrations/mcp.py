@@ -31,7 +31,7 @@ from engine.tools import ContextTools, ToolResult, argument_types
 
 try:
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.exceptions import ResourceError, ToolError
     from mcp.server.mcpserver.tools.base import Tool
     from mcp.types import CallToolResult, TextContent
     from pydantic import ConfigDict, Field
@@ -95,10 +95,18 @@ def _result(result: ToolResult) -> CallToolResult:
 class _Recorder:
     """Runs context tool calls against the session, recording each valid call and its result."""
 
-    def __init__(self, session: Session, tools: ContextTools):
+    def __init__(self, session: Session, tools: ContextTools, ledger: Any = None):
         self.session = session
         self.tools = tools
         self.lock = threading.Lock()  # one call at a time: the session is one writer
+        # The agent's harness may write to the same session from another process (its observations,
+        # its own compaction): each request starts from the log as it is now.
+        shared = ledger is not None and not str(getattr(ledger, "url", "memory:")).startswith("memory:")
+        self.store = ledger.store if shared else None
+
+    def fresh(self) -> None:
+        if self.store is not None and self.store.head_version(self.session.id) != self.session.position:
+            self.session.refresh()
 
     def run(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         call_id = f"mcp_{uuid.uuid4().hex[:20]}"
@@ -117,6 +125,10 @@ class _Recorder:
             return span
 
         with self.lock:
+            try:
+                self.fresh()
+            except LedgerError as e:
+                raise ToolError(e.message) from None
             result = self.tools.call(name, args, record_call=record_call)
             if recorded:
                 self.session.observe(
@@ -128,12 +140,13 @@ class _Recorder:
                 )
         return _result(result)
 
-    def read(self, fn: Callable[[], Any]) -> Any:
+    def read(self, fn: Callable[[], Any], error: type[Exception] = ToolError) -> Any:
         with self.lock:
             try:
+                self.fresh()
                 return fn()
             except LedgerError as e:
-                raise ToolError(e.message) from None
+                raise error(e.message) from None
 
 
 def _context_tool(recorder: _Recorder, name: str, cls: type, description: str, schema: dict[str, Any]) -> Tool:
@@ -161,7 +174,7 @@ def create_server(
     ``gate=False``), the forensic tools and the buffer resource. Run it with
     ``server.run(transport="stdio")`` or test it in process with ``mcp.Client(server)``."""
     tools = ContextTools(session, budget=budget, gate=gate, by=by, ledger=ledger)
-    recorder = _Recorder(session, tools)
+    recorder = _Recorder(session, tools, ledger)
     mcp_tools = []
     for schema in tools.schemas("mcp"):
         tool_name = schema["name"]
@@ -231,6 +244,6 @@ def create_server(
 
     @server.resource(BUFFER_URI, name="buffer", description="The live context buffer, with span ids.", mime_type="text/plain")
     def buffer() -> str:
-        return recorder.read(lambda: f"{tools.budget_line()}\n\n{tools.render('text')}")
+        return recorder.read(lambda: f"{tools.budget_line()}\n\n{tools.render('text')}", ResourceError)
 
     return server
