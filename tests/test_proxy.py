@@ -190,12 +190,15 @@ def test_upstream_error_is_passed_back_and_recorded(fake, origin, tmp_path):
 
 
 def test_upstream_down_is_a_502_with_a_clear_body_and_the_request_is_recorded(tmp_path):
-    dead = f"http://127.0.0.1:{free_port()}"
+    port = free_port()
+    dead = f"http://user:upstream-secret@127.0.0.1:{port}"
     with running(dead, _db(tmp_path), session="s") as (url, _):
         r = httpx.post(f"{url}/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
         assert r.status_code == 502
         err = r.json()["error"]
-        assert err["type"] == "upstream_unreachable" and dead in err["message"] and err["message"].startswith("ctxledger proxy:")
+        assert err["type"] == "upstream_unreachable" and err["message"].startswith("ctxledger proxy:")
+        assert f"http://127.0.0.1:{port}" in err["message"]
+        assert "upstream-secret" not in r.text and "upstream-secret" not in httpx.get(f"{url}/ctxledger/health").text
     events = _events(_db(tmp_path), "s")
     assert [type(e).__name__ for e in events] == ["SessionStarted", "Observed", "Marked"]
     assert "502" in events[-1].reason

@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import msgspec
@@ -82,6 +83,13 @@ class ProxyConfig(msgspec.Struct, kw_only=True):
     connect_timeout: float = 10.0
 
 
+def _without_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    if not parts.hostname or "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")).geturl()
+
+
 def _error(status: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"type": kind, "message": f"ctxledger proxy: {message}"}}, status_code=status)
 
@@ -126,6 +134,7 @@ class _Proxy:
         self.store = StoreWorker(open_ledger, self.health, permissive=config.permissive)
         self.client: httpx.AsyncClient | None = None
         self.pending: set[asyncio.Future] = set()
+        self.shown_upstream = _without_credentials(config.upstream)  # for health, error bodies, logs
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -158,7 +167,7 @@ class _Proxy:
 
     async def health_route(self, request: Request) -> Response:
         report = self.health.report()
-        report["upstream"] = self.config.upstream
+        report["upstream"] = self.shown_upstream
         report["compact"] = self.config.compact
         report["sessions_open"] = self.store.open_sessions()
         return JSONResponse(report, status_code=503 if report["status"] != "ok" else 200)
@@ -209,10 +218,10 @@ class _Proxy:
             resp = await self._send(request, upstream_body, stream=True)
         except httpx.TimeoutException as e:
             return await self._failed(call, recorded, 504, "upstream_timeout",
-                                      f"upstream {self.config.upstream} did not answer in time ({type(e).__name__})")
+                                      f"upstream {self.shown_upstream} did not answer in time ({type(e).__name__})")
         except httpx.HTTPError as e:
             return await self._failed(call, recorded, 502, "upstream_unreachable",
-                                      f"upstream {self.config.upstream} is unreachable: {type(e).__name__}: {e}")
+                                      f"upstream {self.shown_upstream} is unreachable: {type(e).__name__}: {e}")
         reply_meta: dict[str, Any] = {"status": resp.status_code}
         if resp.status_code >= 400:
             try:
@@ -323,9 +332,9 @@ class _Proxy:
         try:
             resp = await self._send(request, body, stream=True)
         except httpx.TimeoutException as e:
-            return _error(504, "upstream_timeout", f"upstream {self.config.upstream} did not answer in time ({type(e).__name__})")
+            return _error(504, "upstream_timeout", f"upstream {self.shown_upstream} did not answer in time ({type(e).__name__})")
         except httpx.HTTPError as e:
-            return _error(502, "upstream_unreachable", f"upstream {self.config.upstream} is unreachable: {type(e).__name__}: {e}")
+            return _error(502, "upstream_unreachable", f"upstream {self.shown_upstream} is unreachable: {type(e).__name__}: {e}")
 
         async def relay() -> AsyncIterator[bytes]:
             try:
