@@ -23,9 +23,9 @@ from starlette.testclient import TestClient
 from engine import EstimateCounter, Ledger, SpanStateError
 from engine.cli import main
 from engine.cli.serve import is_loopback
-from engine.viewer import data
+from engine.viewer import data, pages
 from engine.viewer.app import create_app
-from engine.viewer.escape import esc, script_json
+from engine.viewer.escape import BIDI_CONTROLS, esc, script_json
 
 HOSTILE = '<script>alert(1)</script> "><img src=x onerror=alert(2)> \'\u202egnp.exe\u202c <!-- </pre>'
 CLI = (sys.executable, "-c", "from engine.cli import main; main()")
@@ -278,9 +278,9 @@ def test_hostile_text_is_escaped_on_every_page_fragment_and_api(tmp_path):
         from engine.viewer.pages import url
 
         base = url("s", HOSTILE_NAME)
-        pages = ["/", base, base + "?at=2", base + "/state?at=5", base + "/span/o1?at=5", base + "/span/d1?at=5",
+        paths = ["/", base, base + "?at=2", base + "/state?at=5", base + "/span/o1?at=5", base + "/span/d1?at=5",
                  base + "/span/d2", base + "/blame?q=script", base + "/diff?a=1&b=6", base + "/span/o2"]
-        for p in pages:
+        for p in paths:
             r = c.get(p)
             assert r.status_code == 200, (p, r.text[:300])
             _no_live_markup(r.text)
@@ -498,3 +498,58 @@ def test_an_imported_transcript_is_served_like_any_session(tmp_path):
         if derived:  # the transcript's own compaction, recorded as a derived span: its panel works
             assert c.get(f"/s/imported/span/{derived[0].id}").status_code == 200
     ledger.close()
+
+
+# -- escaping, as properties ----------------------------------------------------------------------
+
+_ANY_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60) | st.sampled_from(
+    ["<script>x</script>", '"><img src=x>', "\u202e\u2066abc\u2069", "</pre><!--", "&amp;&lt;", "'\u200b'"]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ANY_TEXT.filter(lambda t: "⟨" not in t))  # a literal marker would read back as its character
+def test_esc_leaves_no_markup_and_round_trips(text):
+    import html as html_module
+
+    out = esc(text)
+    assert not set(out) & set("<>\"'") and not set(out) & set(BIDI_CONTROLS)
+    back = re.sub(r"⟨U\+([0-9A-F]{4})⟩", lambda m: chr(int(m.group(1), 16)), html_module.unescape(out))
+    assert back == text.replace("\r", "")
+
+
+class _Tags:
+    """Every start tag of a document, in order (Python's own HTML parser, as a browser would see them)."""
+
+    def __init__(self, doc: str):
+        from html.parser import HTMLParser
+
+        self.tags: list[tuple[str, dict]] = []
+        tags = self.tags
+
+        class P(HTMLParser):
+            def handle_starttag(self, tag, attrs):
+                tags.append((tag, dict(attrs)))
+
+        P(convert_charrefs=True).feed(doc)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_ANY_TEXT.filter(lambda t: t.strip()), min_size=1, max_size=5), _ANY_TEXT.filter(lambda t: t.strip()))
+def test_any_session_text_yields_exactly_the_markup_of_the_page(texts, reason):
+    """Whatever the texts, authors and reasons, the fragment's elements are exactly the ones the
+    page draws for its spans: one li per span, with the span id as its id, and no other element."""
+    ledger = Ledger.open("memory://", token_counter=EstimateCounter())
+    s = ledger.create_session("p")
+    for t in texts:
+        s.observe(t, role="user", by=reason)
+    ids = [x.id for x in s.spans()]
+    d = s.rewrite(ids[:1], texts[-1], by=reason, reason=reason)
+    view = s.at(s.position)
+    doc = pages.state_fragment(data.buffer_json(view, s.position))
+    tags = _Tags(doc).tags
+    spans = [a for t, a in tags if t == "li" and "span" in a.get("class", "").split()]
+    assert [a["id"] for a in spans] == [x.id for x in view.spans()] and d.id in [a["id"] for a in spans]
+    allowed = {"div", "section", "h2", "span", "p", "b", "pre", "ol", "li", "small", "ul"}
+    assert {t for t, _ in tags} <= allowed
+    assert not any(k.startswith("on") for _, a in tags for k in a)
