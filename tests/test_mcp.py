@@ -243,3 +243,21 @@ async def test_the_harness_writing_from_another_process_is_seen_and_announced(tm
     assert "o2" not in h.state.live and h.verify().ok
     served.close()
     harness.close()
+
+
+@pytest.mark.anyio
+async def test_cli_create_starts_a_new_session(tmp_path):
+    from mcp import StdioServerParameters
+
+    db = tmp_path / "fresh.db"
+    params = StdioServerParameters(
+        command=str(Path(sys.executable).parent / "ctxledger"),
+        args=["--db", f"sqlite:///{db}", "mcp", "--session", "brand-new", "--create"],
+        cwd=str(tmp_path),
+    )
+    async with mcp.Client(params) as client:
+        listed = await client.call_tool("context_list", {})
+    assert listed.content[0].text.startswith("live 0 tokens in 0 spans")
+    ledger = Ledger.open(f"sqlite:///{db}", token_counter=EstimateCounter())
+    assert "brand-new" in ledger and ledger.session("brand-new").strict
+    ledger.close()
