@@ -21,9 +21,12 @@ False).
 from __future__ import annotations
 
 import functools
+import importlib.util
+import sys
 import threading
 from collections.abc import Callable
 from itertools import islice
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from engine.errors import InvalidInputError
@@ -81,16 +84,47 @@ def _tiktoken_count(name: str) -> Callable[[str], int]:
     return lambda text: len(encode(text))
 
 
+def _bpe_bindings():
+    """The Rust extension of ``bpe-openai``, or None. Loaded on its own when possible: importing the
+    package first builds Python rank tables for every encoding at import time (measured: 1.25 s and
+    ~60 MB, against 0.16 s for the extension alone), which counting never uses."""
+    name = "bpe_openai._bindings"
+    if name in sys.modules:
+        return sys.modules[name]
+    try:
+        spec = importlib.util.find_spec("bpe_openai")
+    except (ImportError, ValueError):  # ValueError: bpe_openai is in sys.modules as None
+        return None
+    if spec is None:
+        return None
+    for folder in spec.submodule_search_locations or ():
+        for path in sorted(Path(folder).glob("_bindings*")):
+            if path.suffix not in (".so", ".pyd"):
+                continue
+            try:
+                ext = importlib.util.spec_from_file_location(name, path)
+                module = importlib.util.module_from_spec(ext)
+                ext.loader.exec_module(module)
+            except Exception:  # an unusual layout: the package's own import below
+                break
+            sys.modules[name] = module  # a later ``import bpe_openai`` reuses it (a PyO3 module loads once)
+            return module
+    try:
+        from bpe_openai import _bindings
+    except Exception:
+        return None
+    return _bindings
+
+
 @functools.lru_cache(maxsize=4)
 def _rust_bpe_count(name: str) -> Callable[[str], int] | None:
     """GitHub's ``bpe`` crate, through the ``bpe-openai`` package: counts without building the token
     list, about 1.7x tiktoken's speed on 400-byte texts. None when the package is missing."""
-    try:
-        from bpe_openai import _bindings
-    except ImportError:
+    bindings = _bpe_bindings()
+    if bindings is None:
         return None
     try:
-        count = _bindings.tokenizer_for_encoding(name).count
+        count = bindings.tokenizer_for_encoding(name).count
     except Exception:  # an incompatible build: tiktoken stays the counter
         return None
 

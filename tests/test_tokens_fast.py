@@ -110,6 +110,7 @@ def test_a_count_of_something_that_is_not_text_is_a_typed_error():
 
 def test_without_the_fast_extra_tiktoken_counts_and_fast_true_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "bpe_openai", None)  # import bpe_openai now raises ImportError
+    monkeypatch.setitem(sys.modules, "bpe_openai._bindings", None)
     tokens._rust_bpe_count.cache_clear()
     try:
         counter = BPECounter("o200k_base")
@@ -123,12 +124,19 @@ def test_without_the_fast_extra_tiktoken_counts_and_fast_true_names_the_extra(mo
         tokens._rust_bpe_count.cache_clear()
 
 
-def test_the_fast_core_is_used_when_installed():
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # bpe_openai's own import of its data files
+def test_the_fast_core_is_used_when_installed_and_loads_without_the_package_import():
     rust_core("o200k_base")
     counter = BPECounter()
     counter.count("x")
     assert counter.backend == "bpe-openai"
     assert BPECounter(fast=False).count("x") == 1
+    # the extension was loaded on its own, and the package imported afterwards reuses it
+    import bpe_openai
+
+    assert len(bpe_openai.get_encoding("o200k_base").encode_ordinary("billing-api 503")) == BPECounter().count(
+        "billing-api 503"
+    )
 
 
 def test_an_agent_batch_on_the_default_path_keeps_every_count_promise(sqlite_url):
