@@ -481,6 +481,13 @@ class ContextTools:
             live = s.state.live.get(span_id)
             if live is not None:
                 if live.derived:
+                    clash = [x for x in live.sources if x in s.state.live]
+                    if clash:
+                        raise SpanStateError(
+                            f"cannot replace {span_id} by its originals: {_ids(clash)} "
+                            f"{'is' if len(clash) == 1 else 'are'} in your context already",
+                            span_id=span_id,
+                        )
                     plan.append(("expand", span_id))
                     planned.add(span_id)
                     continue
