@@ -41,14 +41,14 @@ from engine.events import (
     Rewritten,
     now,
 )
-from engine.spans import ROLES, Provenance, Span, derived_id, ordinal
+from engine.spans import OBSERVED_KINDS, ROLES, Provenance, Span, derived_id, ordinal
 from engine.store import LogStore
 from engine.tokens import TokenCounter
 from projections.buffer import BufferState, apply, span_from_event
 from projections.checking import Checker, Source, gate_errors
 
 _force_setattr = msgspec.structs.force_setattr
-_OBSERVED_KINDS = ("message", "tool_call", "tool_result")
+_OBSERVED_KINDS = OBSERVED_KINDS
 
 __all__ = ["Session", "SessionView", "VerifyResult"]
 

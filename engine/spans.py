@@ -8,10 +8,14 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["Provenance", "Span", "ROLES", "KINDS", "ordinal", "observed_id", "derived_id"]
+__all__ = ["Provenance", "Span", "ROLES", "KINDS", "OBSERVED_KINDS", "ordinal", "observed_id", "derived_id"]
 
 ROLES = ("system", "user", "assistant", "tool")
-KINDS = ("message", "tool_call", "tool_result", "summary")
+# what an observation can be: a message, a tool call and its result, the model's own reasoning
+# (``thinking``: shown as such, never sent back to a provider as text), or an item of a kind
+# ctxledger does not model (``other``: kept verbatim in meta by the integration that saw it)
+OBSERVED_KINDS = ("message", "tool_call", "tool_result", "thinking", "other")
+KINDS = (*OBSERVED_KINDS, "summary")
 
 
 class Provenance(str, Enum):

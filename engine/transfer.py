@@ -36,7 +36,7 @@ from engine.events import (
     SessionStarted,
 )
 from engine.reading import LogReader
-from engine.spans import Provenance
+from engine.spans import OBSERVED_KINDS, Provenance
 from engine.store import LogStore, session_uuid
 from projections.buffer import apply
 
@@ -269,7 +269,7 @@ def _check_event(state: Any, ev: Event, number: int, events: list[Event]) -> Non
             if isinstance(ev.tokens, bool) or ev.tokens < 0:
                 raise bad(f"tokens must be a non-negative int, not {ev.tokens!r}")
         if t is Observed:
-            validate.kind(ev.kind, ("message", "tool_call", "tool_result"))
+            validate.kind(ev.kind, OBSERVED_KINDS)
             validate.tool_shape(ev.role, ev.kind, ev.meta)
             if ev.span_id != f"o{state.n_obs + 1}":
                 raise bad(f"the next observed span is o{state.n_obs + 1}, not {ev.span_id!r}")

@@ -170,5 +170,7 @@ def tool_shape(role: str, kind: str, meta: dict[str, Any]) -> None:
             raise InvalidInputError(f"a tool_result has role 'tool', not {role!r}")
         if not isinstance(meta.get("tool_call_id"), str) or not meta["tool_call_id"]:
             raise InvalidInputError("a tool_result needs meta['tool_call_id'] naming its call")
+    elif kind == "thinking" and role != "assistant":
+        raise InvalidInputError(f"thinking is the assistant's reasoning, not {role!r}'s")
     elif role == "tool":
         raise InvalidInputError("role 'tool' is only for kind='tool_result'")
