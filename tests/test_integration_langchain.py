@@ -324,6 +324,21 @@ def test_message_kinds_round_trip_exactly():
     assert spans[6].text == "5, and ACC-9 has 3.00 EUR."
 
 
+def test_messages_too_large_for_meta_round_trip_too():
+    big = "w" * 300_000
+    msgs = [
+        HumanMessage("look", id="u1", additional_kwargs={"attachment": big}),
+        AIMessage("", id="a1", tool_calls=[{"name": "write", "args": {"text": big}, "id": "c1", "type": "tool_call"}]),
+        ToolMessage("ok", tool_call_id="c1", id="t1", artifact={"bytes": big}),
+    ]
+    h = LedgerChatMessageHistory(ledger(), "big")
+    h.add_messages(msgs)
+    assert h.messages == msgs
+    assert [(s.kind, s.meta.get("message_text")) for s in h.ledger_session.spans()] == [
+        ("message", "*"), ("tool_call", "*"), ("tool_result", "*")
+    ]
+
+
 def test_pruned_halves_become_placeholders_or_plain_messages_never_orphans():
     h = LedgerChatMessageHistory(ledger(), "halves")
     h.add_messages(conversation())

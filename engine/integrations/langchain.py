@@ -156,8 +156,9 @@ def message_to_observations(message: Any, index: int = 0) -> list[Observation]:
             full = {**meta, MESSAGE: data}
             if fits_meta(full):
                 records.append((first, "assistant", "tool_call", full))
-            else:
-                records.append((to_json_text(data, where), "assistant", "tool_call", {**meta, MESSAGE_TEXT: "*"}))
+            else:  # too large for meta: the message as JSON is the span text (its arguments too)
+                slim = {k: v for k, v in meta.items() if k != "arguments"}
+                records.append((to_json_text(data, where), "assistant", "tool_call", {**slim, MESSAGE_TEXT: "*"}))
         return records
     role = _ROLE_OF_TYPE.get(mtype)
     meta: dict[str, Any] = {KEY: key}
