@@ -111,7 +111,7 @@ class _Recorder:
     def run(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         call_id = f"mcp_{uuid.uuid4().hex[:20]}"
         recorded: list[Any] = []
-        args = {k: v for k, v in arguments.items()}
+        args = dict(arguments)
 
         def record_call():
             span = self.session.observe(
@@ -127,17 +127,17 @@ class _Recorder:
         with self.lock:
             try:
                 self.fresh()
-            except LedgerError as e:
+                result = self.tools.call(name, args, record_call=record_call)
+                if recorded:
+                    self.session.observe(
+                        result.text,
+                        role="tool",
+                        kind="tool_result",
+                        meta={"tool_call_id": call_id, "is_error": result.is_error},
+                        by=RECORDED_BY,
+                    )
+            except LedgerError as e:  # the store failed: say so, as the model's tools do
                 raise ToolError(e.message) from None
-            result = self.tools.call(name, args, record_call=record_call)
-            if recorded:
-                self.session.observe(
-                    result.text,
-                    role="tool",
-                    kind="tool_result",
-                    meta={"tool_call_id": call_id, "is_error": result.is_error},
-                    by=RECORDED_BY,
-                )
         return _result(result)
 
     def read(self, fn: Callable[[], Any], error: type[Exception] = ToolError) -> Any:
