@@ -176,11 +176,12 @@ def _events(db: str, name: str) -> list:
         return list(ledger.session(name).events())
 
 
-def test_upstream_error_is_passed_back_and_recorded(fake, origin, tmp_path):
+@pytest.mark.parametrize("stream", [False, True])
+def test_upstream_error_is_passed_back_and_recorded(fake, origin, tmp_path, stream):
     with running(origin, _db(tmp_path), session="s") as (url, proxy):
         client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0)
         with pytest.raises(openai.InternalServerError) as e:
-            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=stream,
                                            extra_headers={"X-Fake-Status": "503"})
         assert e.value.status_code == 503 and "fake upstream error 503" in str(e.value)
         assert proxy.health.report()["counts"]["upstream_errors"] == 1
@@ -202,6 +203,17 @@ def test_upstream_down_is_a_502_with_a_clear_body_and_the_request_is_recorded(tm
     events = _events(_db(tmp_path), "s")
     assert [type(e).__name__ for e in events] == ["SessionStarted", "Observed", "Marked"]
     assert "502" in events[-1].reason
+
+
+def test_anthropic_sdk_sees_the_upstreams_own_error(fake, origin, tmp_path):
+    with running(origin, _db(tmp_path), session="s") as (url, _):
+        client = anthropic.Anthropic(base_url=url, api_key=KEY, max_retries=0)
+        with pytest.raises(anthropic.RateLimitError) as e:
+            client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}],
+                                   extra_headers={"X-Fake-Status": "429"})
+        assert e.value.status_code == 429 and "fake upstream error 429" in str(e.value)
+    events = _events(_db(tmp_path), "s")
+    assert [type(e).__name__ for e in events] == ["SessionStarted", "Observed", "Marked"] and "429" in events[-1].reason
 
 
 def test_slow_upstream_is_a_504_and_recorded(fake, origin, tmp_path):
