@@ -48,7 +48,7 @@ __all__ = [
 COMPACTION_TYPES = (Pruned, Rewritten, Rederived, RewriteRefused, Expanded)
 MARKER_TYPES = ("Pruned", "Rewritten", "Rederived", "RewriteRefused", "Restored", "Expanded")
 CURVE_BUCKETS = 1500  # chart samples: each bucket keeps its peak and its last point
-MAX_MARKERS = 4000  # prune markers are thinned beyond this; the rarer kinds are all kept
+MAX_MARKERS = 2000  # per kind of marker: more are thinned evenly over the log
 SEEK_LIMIT = 50_000  # how far Shift+arrow looks for the next compaction before giving up
 PAGE = 512
 
@@ -150,7 +150,8 @@ def _touched(ev: Event) -> tuple[str, ...]:
 def curve(session: Session, stop: int | None = None) -> dict[str, Any]:
     """Live tokens (observed, derived) over the log, in at most ``CURVE_BUCKETS`` buckets (each
     keeps its peak and its last point, so the saw-tooth survives), and markers for prunes,
-    rewrites, re-derivations, refusals, restores and expansions.
+    rewrites, re-derivations, refusals, restores and expansions (at most ``MAX_MARKERS`` of each
+    kind, thinned evenly when there are more).
 
     One pass over the log a page at a time, keeping only token counts per live span id: the
     buffer's tokens are tracked from each event's own fields (and, for a restore or an expansion,
@@ -160,8 +161,7 @@ def curve(session: Session, stop: int | None = None) -> dict[str, Any]:
     live: dict[str, tuple[int, bool]] = {}  # span id -> (tokens, derived)
     obs = der = 0
     points: list[list[int]] = []
-    markers: list[list[Any]] = []
-    prunes: list[list[Any]] = []
+    markers: dict[str, list[list[Any]]] = {}
     peak: list[int] | None = None
     for ev in _paged(session, 1, head):
         t = type(ev)
@@ -210,7 +210,7 @@ def curve(session: Session, stop: int | None = None) -> dict[str, Any]:
                 obs += tok
         name = t.__name__
         if name in MARKER_TYPES:
-            (prunes if t is Pruned else markers).append([p, name, getattr(ev, "span_id", "")])
+            markers.setdefault(name, []).append([p, name, getattr(ev, "span_id", "")])
         point = [p, obs, der]
         if peak is None or obs + der > peak[1] + peak[2]:
             peak = point
@@ -219,11 +219,11 @@ def curve(session: Session, stop: int | None = None) -> dict[str, Any]:
                 points.append(peak)
             points.append(point)
             peak = None
-    if len(prunes) > MAX_MARKERS:
-        step = -(-len(prunes) // MAX_MARKERS)
-        prunes = prunes[::step]
-    markers = sorted(markers[:MAX_MARKERS] + prunes)
-    return {"session": session.name, "head": head, "bucket": size, "points": points, "markers": markers}
+    kept: list[list[Any]] = []
+    for kind in markers.values():  # each kind thinned evenly over the log, never cut off at the end
+        kept += kind[:: -(-len(kind) // MAX_MARKERS)]
+    kept.sort()
+    return {"session": session.name, "head": head, "bucket": size, "points": points, "markers": kept}
 
 
 def _paged(session: Session, start: int, stop: int) -> Iterator[Event]:
