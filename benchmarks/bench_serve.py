@@ -251,6 +251,17 @@ def main() -> None:
         "(the script fetches it after the page is shown). Blame, lineage, diff and audit are whole-log folds too and "
         "run only when asked for.",
     ]
+    if br is not None:
+        lines += [
+            "",
+            f"The page at a random position of this {head:,}-event session: {med(srv['page']):.1f} ms of server time (p50; "
+            f"target 100 ms), {med(srv['page']) / med(srv['baseline']):.1f}x the time travel it is built on (the rest is "
+            f"rendering the buffer to {srv['bytes'] / 1000:.0f} KB of escaped HTML). One step in the browser: "
+            f"{med(br['inpage']):.0f} ms from the key event to the frame that shows the new buffer (p50; target 150 ms). "
+            f"The Playwright row is what a test harness sees around the same step: each `keyboard.press` and "
+            f"`wait_for_selector` is a round trip to the browser process, and those round trips, not the page, are most "
+            f"of its {med(br['wall']):.0f} ms; it is listed so the in-page number can be checked against an outside clock.",
+        ]
     text = "\n".join(lines)
     print(text)
     if not args.no_write:
