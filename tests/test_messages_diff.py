@@ -32,9 +32,12 @@ def _canonical_hashes(msgs, api, system=None):
 
 
 def _buffer_messages(session):
-    """The live buffer grouped back into messages: [(msg hash, [texts])]."""
+    """The live buffer grouped back into messages: [(msg hash, [texts])]; a changed system prompt
+    (observed late, marked ``leading_system``) stands first, where the client has it."""
     groups: list[tuple[str, list[str]]] = []
-    for span in session.spans():
+    spans = session.spans()
+    spans = [x for x in spans if x.meta.get("leading_system")] + [x for x in spans if not x.meta.get("leading_system")]
+    for span in spans:
         msg = span.meta.get("msg")
         assert isinstance(msg, str), f"{span.id} has no message hash"
         if span.meta.get("part", 0) == 0:
@@ -145,6 +148,19 @@ def test_single_replaced_message_is_a_prune_and_an_observation_and_later_ones_ar
     _check(s, rec, msgs, "openai")
 
 
+def test_a_changed_system_prompt_is_observed_without_resending_the_conversation():
+    _, s = _session()
+    rec = MessageRecorder(s)
+    msgs = [{"role": "system", "content": "Today is Monday."}, *({"role": "user", "content": f"m{i}"} for i in range(30))]
+    rec.record_request(msgs, api="openai")
+    msgs[0] = {"role": "system", "content": "Today is Tuesday."}
+    msgs.append({"role": "user", "content": "next"})
+    r = rec.record_request(msgs, api="openai")
+    assert r.pruned == ["o1"] and len(r.observed) == 2 and r.reobserved == 0
+    assert s.span(r.observed[0]).meta["leading_system"] is True
+    _check(s, rec, msgs, "openai")
+
+
 def test_anthropic_blocks_system_tool_pairs_and_cache_control_noise():
     _, s = _session()
     rec = MessageRecorder(s)
@@ -228,7 +244,8 @@ def test_unknown_api_is_a_typed_error():
 WORDS = st.sampled_from(["ok", "run tests", "deploy", "status?", "done", "retry", "logs"])
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["user", "reply_text", "reply_call", "result", "drop", "summarize", "edit", "insert", "echo_noise"]),
+        st.sampled_from(["user", "reply_text", "reply_call", "result", "drop", "summarize", "edit", "insert",
+                         "echo_noise", "system_change"]),
         st.integers(0, 1000),
         st.integers(0, 1000),
         WORDS,
@@ -291,6 +308,11 @@ def test_random_histories_round_trip(ops, strict, api, raw):
             msgs[i] = {"role": "user", "content": f"edited {word} {b}"}
         elif op == "insert" and msgs:
             msgs.insert(a % len(msgs), {"role": "user", "content": f"inserted {word}"})
+        elif op == "system_change":
+            if api == "anthropic":
+                system = f"You are an agent. Today is day {b}."
+            elif msgs and msgs[0]["role"] == "system":
+                msgs[0] = {"role": "system", "content": f"You are an agent. Today is day {b}."}
         elif op == "echo_noise" and msgs and api == "anthropic":
             last = copy.deepcopy(msgs[-1])
             if isinstance(last["content"], str):

@@ -369,7 +369,9 @@ class MessageRecorder:
             if kind == "Observed":
                 msg = ev.meta.get("msg")
                 if isinstance(msg, str):
-                    spans[ev.span_id] = (int(ev.span_id[1:]), msg, int(ev.meta.get("part", 0)))
+                    # a changed system prompt was observed late but stands first in the client's list
+                    order = -1.0 / int(ev.span_id[1:]) if ev.meta.get("leading_system") else int(ev.span_id[1:])
+                    spans[ev.span_id] = (order, msg, int(ev.meta.get("part", 0)))
             elif kind == "Pruned":
                 if ev.by == self.by:
                     spans.pop(ev.span_id, None)
@@ -539,6 +541,10 @@ class MessageRecorder:
             record.violations.append(span.id)
         return (span.id,)
 
+    def _all_system(self, entries: Sequence[tuple[str, ...]]) -> bool:
+        live = self.session.state.live
+        return bool(entries) and all(ids and ids[0] in live and live[ids[0]].role == "system" for ids in entries)
+
     def _reconcile(self, new: list[Message], hashes: list[str], extra: dict[str, Any], record: RequestRecord) -> None:
         old_hashes, old_spans = self._hashes, self._spans
         out_hashes: list[str] = []
@@ -566,7 +572,19 @@ class MessageRecorder:
                 continue
             dropped = old_spans[i1:i2]
             added = new[j1:j2]
-            if op in ("replace",) and len(dropped) >= 2 and not broken and added[0].summary_candidate:
+            if op == "replace" and i1 == 0 and j1 == 0 and added[0].role == "system" and self._all_system(dropped):
+                # The system prompt changed (a date, an environment note): the new one is observed
+                # and stands first in the client's list; the conversation after it is not re-sent.
+                for ids in dropped:
+                    self._prune(ids, "the client changed its system prompt", record)
+                ids = self._observe(added[0], {**extra, "leading_system": True}, self.by)
+                record.observed.extend(ids)
+                out_hashes.append(added[0].hash)
+                out_spans.append(ids)
+                for m in added[1:]:
+                    observe(m, extra)
+                continue
+            if op == "replace" and len(dropped) >= 2 and not broken and added[0].summary_candidate:
                 ids = self._summarize(list(dropped), added[0], extra, record)
                 if ids is not None:
                     out_hashes.append(added[0].hash)
