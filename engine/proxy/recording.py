@@ -24,7 +24,7 @@ __all__ = ["Health", "StoreWorker", "CONFLICT_RETRIES"]
 log = logging.getLogger("ctxledger.proxy")
 T = TypeVar("T")
 CONFLICT_RETRIES = 8
-RECORDERS_KEPT = 512  # sessions kept in memory (each holds its client's view and last request)
+RECORDERS_KEPT = 256  # sessions kept in memory (each holds its client's view and its last request's raw messages)
 _OUTCOME_LABEL = "proxy:upstream-error"
 _OWNERS_LIMIT = 100_000  # reply hashes remembered to follow a conversation after the client compacts
 
