@@ -118,6 +118,8 @@ class _Viewer:
         except LedgerError as e:
             self.fleet_enabled = False
             self.fleet_note = f"drift findings: no fleet view ({e.message}); showing violations recorded in the log."
+        except Exception as e:  # a background thread: say what happened on the page, never crash the app
+            self.fleet_note = f"drift findings: the fleet view could not be updated ({type(e).__name__}: {e}); try again later."
 
     # -- reading ----------------------------------------------------------------------------------
 
