@@ -340,8 +340,8 @@ class _Proxy:
             try:
                 async for chunk in resp.aiter_raw():
                     yield chunk
-            finally:
-                await resp.aclose()
+            finally:  # also when the client went away and this task is being cancelled
+                self._track(asyncio.ensure_future(resp.aclose()))
 
         return StreamingResponse(relay(), status_code=resp.status_code, headers=_back_headers(resp))
 
