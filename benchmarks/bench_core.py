@@ -145,6 +145,9 @@ def _raw_observe(tmp: Path, rows: list[tuple]) -> float:
     return rate
 
 
+QUIET = 0.7  # a round counts as uncontended when raw sqlite3 ran at >= 70% of the fastest raw round
+
+
 def bench_batched_observe(tmp: Path, n: int, variants: dict, rounds: int = 7) -> dict[str, dict]:
     """Rounds of: for each variant, ours then raw sqlite3 with the rows ours just stored, each on fresh
     files. Every round observes new texts (``corpus(n, round)``), so no count is remembered from an
@@ -163,9 +166,15 @@ def bench_batched_observe(tmp: Path, n: int, variants: dict, rounds: int = 7) ->
             out[name]["raw"].append(raw_rate)
             out[name]["ratio"].append(rate / raw_rate)
             print(f"round {r} {name}: {rate:,.0f} vs {raw_rate:,.0f} = {rate / raw_rate:.2f}", flush=True)
+    # On a shared machine other processes' fsyncs can slow raw sqlite3 several-fold in a round, which
+    # flatters the ratio; the rounds where raw ran near the fastest seen show the uncontended ratio.
+    fastest = max(x for v in out.values() for x in v["raw"])
+    for v in out.values():
+        v["quiet"] = [q for q, raw in zip(v["ratio"], v["raw"]) if raw >= QUIET * fastest]
     return {
         name: {
             "rounds": rounds,
+            "quiet": v["quiet"],
             "ours": statistics.median(v["ours"]),
             "raw": statistics.median(v["raw"]),
             "ratio": statistics.median(v["ratio"]),
@@ -221,19 +230,27 @@ def observe_section(tmp: Path, n: int = 20_000, rounds: int = 7) -> str:
         "plain": "before this change: tiktoken `encode_ordinary` on every text",
         "tokens": "`s.observe(text, tokens=n)`: the count supplied by the caller",
     }
+    def quiet(v: dict) -> str:
+        q = v["quiet"]
+        if not q:
+            return "–"
+        return f"**{statistics.median(q):.2f}** ({len(q)} of {v['rounds']}: {min(q):.2f}–{max(q):.2f})"
+
     rows = [
         f"| {labels[k]} | {v['rounds']} | {v['ours']:,.0f} | {v['raw']:,.0f} | "
-        f"**{v['ratio']:.2f}** ({v['ratio_min']:.2f}–{v['ratio_max']:.2f}) |"
+        f"{v['ratio']:.2f} ({v['ratio_min']:.2f}–{v['ratio_max']:.2f}) | {quiet(v)} |"
         for k, v in res.items()
     ]
     return "\n".join([
         f"**Batched observe** ({n:,} observations of {TEXT_BYTES} B per round, {BATCH} per `with s.batch():` "
         "transaction, SQLite file, WAL, synchronous=FULL). In each round every variant runs, then raw sqlite3 "
         "inserts the very rows it stored (same batches, same table), each on fresh files; each round observes "
-        "new texts. Medians of the rounds, and the spread of the per-round ratios.",
+        "new texts. Medians of the rounds, and the spread of the per-round ratios. The machine is shared: in a "
+        "round where other processes' fsyncs slow raw sqlite3 down several-fold the ratio is flattered, so the "
+        f"last column keeps only the rounds where raw ran at ≥ {QUIET:.0%} of its fastest round.",
         "",
-        "| variant | rounds | ctxledger events/s | raw sqlite3 events/s | ratio (target ≥ 0.5) |",
-        "|---|---:|---:|---:|---:|",
+        "| variant | rounds | ctxledger events/s | raw sqlite3 events/s | ratio, all rounds | ratio when raw ran uncontended (target ≥ 0.5) |",
+        "|---|---:|---:|---:|---:|---:|",
         *rows,
         "",
         f"**Disk**: {res['tokens']['disk_per_text_byte']:.2f} bytes on disk per byte of observed text (target ≤ 2; "
