@@ -17,7 +17,15 @@ pytest.importorskip("langchain.agents", reason="the langchain extra is not insta
 from langchain.agents import create_agent  # noqa: E402
 from langchain_core.chat_history import BaseChatMessageHistory  # noqa: E402
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel  # noqa: E402
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage  # noqa: E402
+from langchain_core.messages import (  # noqa: E402
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    FunctionMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.messages.utils import convert_to_openai_messages  # noqa: E402
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # noqa: E402
 from langchain_core.runnables.history import RunnableWithMessageHistory  # noqa: E402
@@ -339,6 +347,22 @@ def test_messages_too_large_for_meta_round_trip_too():
     ]
 
 
+def test_chat_and_unknown_message_types_round_trip():
+    msgs = [ChatMessage(content="from the ops bot", role="assistant", id="x1"), FunctionMessage(content="42", name="legacy_fn", id="x2")]
+    h = LedgerChatMessageHistory(ledger(), "odd")
+    h.add_messages(msgs)
+    assert h.messages == msgs
+    assert [(s.role, s.kind) for s in h.ledger_session.spans()] == [("assistant", "message"), ("user", "other")]
+
+
+def test_another_tools_record_of_reasoning_is_not_shown_as_a_message():
+    h = LedgerChatMessageHistory(ledger(), "foreign")
+    h.add_messages([HumanMessage("hi", id="h")])
+    h.ledger_session.observe("I should greet back.", role="assistant", kind="thinking")
+    h.add_messages([AIMessage("hello", id="a")])
+    assert h.messages == [HumanMessage("hi", id="h"), AIMessage("hello", id="a")]
+
+
 def test_pruned_halves_become_placeholders_or_plain_messages_never_orphans():
     h = LedgerChatMessageHistory(ledger(), "halves")
     h.add_messages(conversation())
@@ -386,7 +410,9 @@ def test_the_two_adapters_read_each_others_sessions():
         {"type": "reasoning", "id": "rs", "summary": [], "encrypted_content": "y" * 300_000},
     ])
     msgs = LedgerChatMessageHistory(led, "other").messages
-    assert [type(m).__name__ for m in msgs] == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
+    # the SDK's reasoning item is a thinking span: not sent to a LangChain model as text
+    assert [type(m).__name__ for m in msgs] == ["HumanMessage", "AIMessage", "ToolMessage"]
+    assert LedgerChatMessageHistory(led, "other").ledger_session.spans()[-1].kind == "thinking"
     assert msgs[1].tool_calls[0]["id"] == "c1" and msgs[2].tool_call_id == "c1"
     assert_pairs_valid(msgs)
 

@@ -273,6 +273,19 @@ def test_a_reasoning_item_without_the_item_it_led_to_is_shown_as_a_message():
     assert s.items()[1] == reasoning
 
 
+def test_another_tools_record_of_reasoning_is_not_sent_back_as_text():
+    s = LedgerSession("foreign", ledger=ledger())
+    s.observe_items([{"role": "user", "content": "hi"}])
+    s.ledger_session.observe("I should greet back.", role="assistant", kind="thinking")  # e.g. an importer
+    s.observe_items([{"role": "assistant", "content": "hello"}])
+    assert s.items() == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    assert s.items(limit=1) == [{"role": "assistant", "content": "hello"}]
+    assert run(s.pop_item()) == {"role": "assistant", "content": "hello"}
+    assert run(s.pop_item()) == {"role": "user", "content": "hi"}  # the thinking span is left alone
+    assert run(s.pop_item()) is None
+    assert [sp.id for sp in s.ledger_session.spans()] == ["o2"]
+
+
 # -- resume ------------------------------------------------------------------------------------------------
 
 
@@ -358,8 +371,8 @@ def test_unknown_and_unusual_items_are_kept_and_given_back_unchanged():
     s = LedgerSession("shapes", ledger=ledger())
     run(s.add_items(items))
     spans = s.ledger_session.spans()
-    assert spans[3].kind == "message" and spans[3].meta["other"] == "brand_new_item"
-    assert spans[3].meta["item"] == items[3]  # the raw item in meta
+    assert [sp.kind for sp in spans[:4]] == ["thinking", "thinking", "other", "other"]
+    assert spans[3].role == "assistant" and spans[3].meta["item"] == items[3]  # the raw item in meta
     assert spans[4].role == "system"
     back = run(s.get_items())
     # the lonely output has no call in the session: it comes back as a plain message, by design

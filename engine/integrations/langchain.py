@@ -66,7 +66,6 @@ MESSAGE_TEXT = "message_text"  # "content" when the span text is the content; "*
 KEY = "lc_key"  # the message's id (or a digest), shared by every span of one message
 CALL = "lc_call"  # an AI message's tool call: its index ...
 CALLS = "lc_calls"  # ... and how many the message has
-OTHER = "other"  # the message type, on messages of a type with no span role (kept whole)
 
 _ROLE_OF_TYPE = {
     "human": "user",
@@ -160,13 +159,12 @@ def message_to_observations(message: Any, index: int = 0) -> list[Observation]:
                 slim = {k: v for k, v in meta.items() if k != "arguments"}
                 records.append((to_json_text(data, where), "assistant", "tool_call", {**slim, MESSAGE_TEXT: "*"}))
         return records
-    role = _ROLE_OF_TYPE.get(mtype)
-    meta: dict[str, Any] = {KEY: key}
+    role, kind = _ROLE_OF_TYPE.get(mtype), "message"
     if mtype == "chat":
         role = _CHAT_ROLES.get(getattr(message, "role", ""), "user")
     if role is None:  # function messages, removals, types this adapter does not know: kept whole
-        role, meta[OTHER] = "user", mtype
-    return [_with_text(data, text if text.strip() else f"[{mtype} message]", role, "message", meta)]
+        role, kind = "user", "other"
+    return [_with_text(data, text if text.strip() else f"[{mtype} message]", role, kind, {KEY: key})]
 
 
 def _observations(messages: Any) -> list[Observation]:
@@ -207,8 +205,11 @@ def _message(data: dict[str, Any]) -> BaseMessage:
     return messages_from_dict([data])[0]
 
 
-def _plain(span: Span) -> BaseMessage:
-    """A message for a span recorded without one (by the CLI, the context tools, another adapter)."""
+def _plain(span: Span) -> BaseMessage | None:
+    """A message for a span recorded without one (by the CLI, the context tools, another adapter);
+    None for another tool's record of a model's reasoning, which is not sent back as text."""
+    if span.kind == "thinking":
+        return None
     if span.kind == "tool_result":
         return ToolMessage(content=span.text, tool_call_id=span.meta["tool_call_id"])
     return _CLASS_OF_ROLE[span.role](content=span.text)
@@ -273,6 +274,8 @@ def to_messages(session: Session | LiveView, *, ids: bool = False) -> list[BaseM
             continue
         flush()
         message = _entry_message(e)
+        if message is None:
+            continue
         if ids and e.shown is Shown.SPAN and isinstance(message.content, str):
             message.content = f"[{s.id}] {message.content}"
         out.append(message)
@@ -280,7 +283,7 @@ def to_messages(session: Session | LiveView, *, ids: bool = False) -> list[BaseM
     return out
 
 
-def _entry_message(e: Entry) -> BaseMessage:
+def _entry_message(e: Entry) -> BaseMessage | None:
     s = e.span
     if e.shown is Shown.SPAN:
         data = _decoded(s)

@@ -61,7 +61,6 @@ _MESSAGE_ROLES = {"user": "user", "assistant": "assistant", "system": "system", 
 # meta keys (besides the tool-pairing contract's tool_call_id / name / arguments)
 ITEM = "item"  # the original item, minus the field that is the span's text
 ITEM_TEXT = "item_text"  # that field's name; "*" when the span text is the whole item as JSON
-OTHER = "other"  # the item's type, on items of a type this adapter does not know (kept as is)
 
 _encode = msgspec.json.encode
 _decode_list = msgspec.json.Decoder(list).decode
@@ -156,11 +155,11 @@ def item_to_observation(item: Any, index: int = 0) -> Observation:
     if itype == "reasoning":
         summary = item.get("summary")
         text = _parts_text(summary) if isinstance(summary, list) else ""
-        return _whole(item, text if text.strip() else "[reasoning]", "assistant", "message", {})
-    # A type this adapter does not know: kept whole (its JSON is the text summaries read), given back
-    # unchanged. The span vocabulary has no kind "other": it is a message, and meta["other"] says so.
+        return _whole(item, text if text.strip() else "[reasoning]", "assistant", "thinking", {})
+    # A type this adapter does not know: kind "other", kept whole (its JSON is the text summaries
+    # read), given back unchanged.
     text = to_json_text(item, where)
-    return _whole(item, text, _MESSAGE_ROLES.get(role, "assistant"), "message", {OTHER: itype})
+    return _whole(item, text, _MESSAGE_ROLES.get(role, "assistant"), "other", {})
 
 
 # -- items out ---------------------------------------------------------------------------------------
@@ -189,6 +188,8 @@ def span_item_bytes(span: Span) -> bytes:
         return span.text.encode()
     item = meta.get(ITEM)
     if item is None:
+        if span.kind == "thinking":
+            return b""  # another tool's record of a model's reasoning: not sent back as text
         return _encode(_plain_item(span))
     if field:
         item = {**item, field: span.text}
@@ -310,13 +311,13 @@ class LedgerSession:
 
     async def pop_item(self) -> dict[str, Any] | None:
         """Prune the newest live item and return it (the log keeps it: ``restore`` brings it back)."""
-        spans = self.ledger_session.spans()
-        if not spans:
-            return None
-        last = spans[-1]
-        item = self._decode([self._item_bytes(Entry(Shown.DERIVED if last.derived else Shown.SPAN, last))])[0]
-        self._retry(lambda s: s.prune(last.id, by=BY, reason="pop_item: the Runner took the newest item back"))
-        return item
+        for last in reversed(self.ledger_session.spans()):
+            data = self._item_bytes(Entry(Shown.DERIVED if last.derived else Shown.SPAN, last))
+            if not data:
+                continue  # not an item this session shows
+            self._retry(lambda s: s.prune(last.id, by=BY, reason="pop_item: the Runner took the newest item back"))
+            return self._decode([data])[0]
+        return None
 
     async def clear_session(self) -> None:
         """Prune every live span. Nothing is deleted: the log keeps every item, and ``restore`` (or
@@ -377,6 +378,9 @@ class LedgerSession:
         entries, parts = self._view.entries()
         if self._reasoning:
             parts = self._lone_reasoning(entries, parts)
+        if b"" in parts:  # spans with nothing to show
+            keep = [k for k, part in enumerate(parts) if part]
+            entries, parts = [entries[k] for k in keep], [parts[k] for k in keep]
         if limit is not None:
             entries, parts = (entries[len(entries) - limit :], parts[len(parts) - limit :]) if limit else ([], [])
         return self._decode(parts, entries if self.render_ids else None)
