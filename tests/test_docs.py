@@ -241,12 +241,6 @@ def test_the_forensics_page_shows_each_read_side_command_with_its_output():
 
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 
-# Pages other helpers are writing while this harness lands: README.md and docs/integrations.md
-# already link them. A link to one of these may dangle until the page exists; every other relative
-# link must resolve. Remove a name once its page is in docs/.
-PAGES_BEING_WRITTEN = {"importers.md", "tools-and-mcp.md", "agent.md", "openai-agents.md",
-                       "langchain.md", "proxy.md", "serve.md"}
-
 
 def heading_anchors(page: Path) -> set[str]:
     """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces to hyphens."""
@@ -274,8 +268,7 @@ def test_relative_links_point_at_files_and_headings_that_exist(page):
         file, _, anchor = target.partition("#")
         path = (page.parent / file).resolve() if file else page
         if not path.exists():
-            if not (path.parent == ROOT / "docs" and path.name in PAGES_BEING_WRITTEN):
-                broken.append(f"{target} (no such file)")
+            broken.append(f"{target} (no such file)")
         elif anchor and path.suffix == ".md" and anchor not in heading_anchors(path):
             broken.append(f"{target} (no such heading)")
     assert not broken, f"{_name(page)} has broken links: {broken}"
