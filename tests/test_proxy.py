@@ -386,11 +386,13 @@ def test_sixteen_sessions_in_parallel_and_one_session_from_two_proxies(fake, ori
 # -- streaming edge cases ----------------------------------------------------------------------------
 
 
-def test_client_disconnect_mid_stream_records_what_arrived_as_partial(fake, origin, tmp_path):
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+def test_client_disconnect_mid_stream_records_what_arrived_as_partial(fake, origin, tmp_path, path):
     fake.responder = lambda api, body: Reply(text="one two three four five six seven eight nine ten")
     with running(origin, _db(tmp_path), session="s") as (url, proxy):
-        with httpx.stream("POST", f"{url}/v1/chat/completions", headers={"X-Fake-Chunk-Delay": "0.15"},
-                          json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "count"}]}) as r:
+        with httpx.stream("POST", f"{url}{path}", headers={"X-Fake-Chunk-Delay": "0.15"},
+                          json={"model": "m", "max_tokens": 50, "stream": True,
+                                "messages": [{"role": "user", "content": "count"}]}) as r:
             got = b""
             for chunk in r.iter_raw():
                 got += chunk
