@@ -137,6 +137,13 @@ __all__ = [
 ]
 
 
+# ``render`` and ``replay`` are also the names of their submodules: importing a submodule binds the
+# package attribute to the module, which would hide a lazily resolved function of the same name. Both
+# are light (vocabulary and projections only), so they are bound here, after their modules load.
+from engine.render import render  # noqa: E402
+from engine.replay import replay  # noqa: E402
+
+
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:

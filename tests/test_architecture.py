@@ -76,6 +76,15 @@ def test_importing_the_packages_loads_no_store_session_or_sdk():
     assert out == ""
 
 
+def test_functions_named_like_their_modules_stay_functions():
+    out = _fresh(
+        "import engine.render, engine.replay, engine\n"
+        "from engine import render, replay\n"
+        "print(callable(render), callable(replay), render.__module__, replay.__module__)"
+    )
+    assert out == "True True engine.render engine.replay"
+
+
 def test_every_public_name_resolves_lazily_and_once():
     out = _fresh(
         "import engine\n"
