@@ -652,7 +652,10 @@ class Session(_Reader):
                 sources.extend(s.sources)
                 source_positions.extend(s.source_positions)
         if gate:
-            originals = [span_from_event(self._load(p)) for p in source_positions]
+            if offending:  # a derived input (permissive): its originals come back from the log
+                originals = [span_from_event(self._load(p)) for p in source_positions]
+            else:  # live observed inputs are the originals, as observed
+                originals = inputs
             self._gate("rewrite", ids, text, originals, by, meta)
         generation = max(s.generation for s in inputs) + 1
         span_id = derived_id(self._state.n_der + 1)
