@@ -22,7 +22,7 @@ import msgspec
 from engine.spans import ordinal
 
 if TYPE_CHECKING:
-    from engine.session import _Reader
+    from engine.reading import LogReader
 
 __all__ = ["build_report", "collect", "esc", "MAX_POINTS", "MAX_FINDINGS"]
 
@@ -96,7 +96,7 @@ def _lineage_lines(node: Any, limit: int = 14) -> list[str]:
     return lines
 
 
-def collect(reader: _Reader) -> dict[str, Any]:
+def collect(reader: LogReader) -> dict[str, Any]:
     """Everything the report shows about one session (at the reader's position), as plain data."""
     tl = reader.timeline()
     points = tl.points
@@ -197,7 +197,7 @@ def _model_edits(reader: Any) -> int:
     return sum(1 for ev in reader.events() if type(ev).__name__ in kinds and ev.by.startswith("model:"))
 
 
-def build_report(readers: list[_Reader], *, title: str | None = None) -> str:
+def build_report(readers: list[LogReader], *, title: str | None = None) -> str:
     """The HTML document for one session, or up to four side by side."""
     data = [collect(r) for r in readers]
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
