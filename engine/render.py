@@ -59,6 +59,8 @@ def render(
     items = list(_items(spans, mark_derived, _Partners(reader), ids))
     if format == "text":
         return _to_text(items)
+    # the model's earlier reasoning is the log's to keep, not the provider's to be sent back as text
+    items = [it for it in items if not it.thinking]
     if format == "openai":
         return _to_openai(items)
     return _to_anthropic(items)
@@ -136,11 +138,14 @@ def _tokens(n: int) -> str:
 class _Item:
     """A message-level unit: plain text of a role, or a tool exchange (calls + their answers)."""
 
-    __slots__ = ("role", "text", "calls", "answers")
+    __slots__ = ("role", "text", "calls", "answers", "thinking")
 
-    def __init__(self, role: str, text: str = "", calls: list[dict] | None = None, answers: list[dict] | None = None):
+    def __init__(
+        self, role: str, text: str = "", calls: list[dict] | None = None, answers: list[dict] | None = None, thinking: bool = False
+    ):
         self.role = role
         self.text = text
+        self.thinking = thinking
         self.calls = calls or []  # {"id", "name", "arguments", "text", "span"}
         self.answers = answers or []  # {"id", "text", "span"}
 
@@ -281,7 +286,7 @@ def _items(spans: Sequence[Span], mark_derived: bool, partners: _Partners, ids: 
             text = f"{span_tag(s, mark_derived=mark_derived)}{sep}{text}"
         elif s.derived and mark_derived:
             text = f"{derived_marker(s)}\n{text}"
-        yield _Item(s.role, text)
+        yield _Item(s.role, text, thinking=s.kind == "thinking")
 
 
 # -- text -----------------------------------------------------------------------------------------
@@ -318,7 +323,7 @@ def _to_text(items: list[_Item]) -> str:
     blocks: list[str] = []
     for it in items:
         if not it.calls:
-            blocks.append(f"[{it.role}]\n{it.text}")
+            blocks.append(f"[{it.role}{' thinking' if it.thinking else ''}]\n{it.text}")
             continue
         for c in it.calls:
             blocks.append(f"[assistant → tool call {c['name']} {c['id']} {_args_json(c['arguments'])}]\n{c['text']}")
