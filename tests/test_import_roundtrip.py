@@ -34,7 +34,7 @@ def claude_lines(messages, noise) -> tuple[list[str], list[tuple]]:
         elif m[0] in ("assistant", "thinking"):
             block = {"type": "text", "text": m[1]} if m[0] == "assistant" else {"type": "thinking", "thinking": m[1]}
             lines.append({"type": "assistant", "uuid": uid, "message": {"id": f"msg{i // 3}", "content": [block]}})
-            expected.append(("assistant", "message", m[1]))
+            expected.append(("assistant", "message" if m[0] == "assistant" else "thinking", m[1]))
         else:
             _, name, args, out = m
             call = {"type": "tool_use", "id": f"toolu_{i}", "name": "T" + name.strip()[:5] or "T", "input": args}

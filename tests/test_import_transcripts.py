@@ -43,7 +43,7 @@ def test_claude_code_every_line_type(ledger):
     observed = [ev for ev in s.events() if ev.type == "Observed"]
     first = observed[:9]
     assert [(e.role, e.kind) for e in first] == [
-        ("user", "message"), ("user", "message"), ("assistant", "message"), ("assistant", "message"),
+        ("user", "message"), ("user", "message"), ("assistant", "thinking"), ("assistant", "message"),
         ("assistant", "tool_call"), ("tool", "tool_result"), ("user", "message"), ("user", "message"),
         ("assistant", "tool_call")]
     assert first[0].meta["harness"] == "local-command-caveat"

@@ -310,7 +310,7 @@ class ClaudeCodeImporter(Importer):
                 text = block.get("thinking")
                 if isinstance(text, str) and text.strip():
                     meta["type"] = "thinking"
-                    yield Observe(clip(text, meta), "assistant", "message", meta, "thinking", stream)
+                    yield Observe(clip(text, meta), "assistant", "thinking", meta, "thinking", stream)
                 else:
                     ctx.skip("assistant:empty thinking")
             elif bt == "redacted_thinking":

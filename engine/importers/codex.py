@@ -138,7 +138,7 @@ def observations(item: Any, meta: dict[str, Any], ctx: ParseContext | None) -> l
                 ctx.skip("reasoning:encrypted" if item.get("encrypted_content") else "reasoning:empty")
             return []
         meta["type"] = "reasoning"
-        return [Observe(clip(text, meta), "assistant", "message", meta, "thinking")]
+        return [Observe(clip(text, meta), "assistant", "thinking", meta, "thinking")]
     if ctx:
         ctx.unknown(f"response_item:{t}")
     return []

@@ -250,7 +250,7 @@ class OpenHandsImporter(Importer):
             reasoning = d.get("reasoning_content")
             if isinstance(reasoning, str) and reasoning.strip():
                 m = {**meta, "type": "thinking"}
-                yield Observe(clip(reasoning, m), "assistant", "message", m, "thinking")
+                yield Observe(clip(reasoning, m), "assistant", "thinking", m, "thinking")
             thought = _text(d.get("thought"))
             if thought.strip():
                 yield Observe(clip(thought, dict(meta)), "assistant", "message", dict(meta), "assistant")
