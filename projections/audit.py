@@ -117,8 +117,8 @@ class _Fold:
         self.reader = reader
         self.state: BufferState | None = None
         self.findings: list[Finding] = []
-        # derived span id -> ((source position, observed text, role), ...) captured when it was made
-        self.source_texts: dict[str, tuple[tuple[int, str, str], ...]] = {}
+        # derived span id -> ((source position, observed text, role, harness), ...) captured when it was made
+        self.source_texts: dict[str, tuple[tuple[int, str, str, bool], ...]] = {}
         # derived span id -> (position, inputs, generation) of a rewrite that consumed derived spans
         self.violations: dict[str, tuple[int, tuple[str, ...], int]] = {}
         self.failed_at: int | None = None
@@ -166,7 +166,7 @@ class _Fold:
 
     def _rewritten(self, ev: Rewritten) -> None:
         live = self.state.live
-        captured: list[tuple[int, str, str]] = []
+        captured: list[tuple[int, str, str, bool]] = []
         expect_ids: list[str] = []
         expect_pos: list[int] = []
         derived_inputs: list[str] = []
@@ -175,7 +175,7 @@ class _Fold:
             if span is None:
                 return  # apply() will report the event as unreplayable
             if span.provenance is Provenance.OBSERVED:
-                captured.append((span.position, span.text, span.role))
+                captured.append((span.position, span.text, span.role, bool(span.meta.get("harness"))))
                 expect_ids.append(span.id)
                 expect_pos.append(span.position)
             else:
@@ -310,7 +310,7 @@ def _sources_of(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Eve
         return [], findings
     captured = fold.source_texts.get(span.id)
     if captured is not None and tuple(c[0] for c in captured) == span.source_positions:
-        return [Source(text, role) for _, text, role in captured], findings
+        return [Source(text, role, harness) for _, text, role, harness in captured], findings
     texts: list[Source] = []
     for span_id, position in zip(span.sources, span.source_positions):
         if position not in cache:
@@ -320,7 +320,7 @@ def _sources_of(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Eve
                 cache[position] = None
         ev = cache[position]
         if type(ev) is Observed and ev.span_id == span_id:
-            texts.append(Source(ev.text, ev.role))
+            texts.append(Source(ev.text, ev.role, bool(ev.meta.get("harness"))))
             continue
         what = "is not in the log" if ev is None else f"holds a {type(ev).__name__} of {getattr(ev, 'span_id', '?')}"
         findings.append(

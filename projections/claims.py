@@ -50,10 +50,13 @@ CLAIM_KINDS = (INVENTED_INSTRUCTION, UNSUPPORTED_COMPLETION, STATUS_FLIP, SWAPPE
 @dataclass(frozen=True, slots=True)
 class Source:
     """A source observation's text and who said it (``user``, ``assistant``, ``tool``, ``system``;
-    empty when unknown)."""
+    empty when unknown). ``harness``: text a tool's harness wrote around the conversation (an
+    imported transcript's "This session is being continued…"): it grounds, but a summary is not
+    expected to keep its specifics."""
 
     text: str
     role: str = ""
+    harness: bool = False
 
 
 # -- shared text helpers ------------------------------------------------------------------------

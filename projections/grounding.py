@@ -430,7 +430,10 @@ def check(
         findings.extend(claim_findings(text, srcs, index, found))
     result = GroundingResult(findings=findings, specifics=n)
     if with_coverage:
-        result.source_specifics, result.dropped = coverage(text, index, found)
+        kept = index if not any(s.harness for s in srcs) else SourceIndex.build(
+            [s.text for s in srcs if not s.harness], [p for s, p in zip(srcs, index.per_text) if not s.harness]
+        )
+        result.source_specifics, result.dropped = coverage(text, kept, found)
     return result
 
 

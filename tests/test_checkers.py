@@ -378,3 +378,15 @@ def test_an_instruction_that_quotes_the_user_is_grounded_by_the_quote():
     sources = [Source("Work on bead spotter-4te", "user"), Source("bd show spotter-4te: epic: tracing across Phoenix and Ash", "tool")]
     assert claim_findings('The user asked to "Work on bead spotter-4te" - an epic for tracing across Phoenix and Ash.', sources) == []
     assert [f["kind"] for f in claim_findings("The user asked for tracing across Phoenix and Ash.", sources)] == ["invented-instruction"]
+
+
+def test_harness_text_grounds_but_its_specifics_are_not_expected_in_the_summary():
+    led = Ledger.open("memory://", token_counter=EstimateCounter())
+    s = led.create_session("h")
+    s.observe("GET /h -> 503 from billing-api at 13:58", role="tool", kind="tool_result", meta={"tool_call_id": "c"})
+    s.observe("read the full transcript at: /home/u/.claude/projects/x/4f2a.jsonl", role="user", meta={"harness": "transcript-pointer"})
+    d = s.rewrite(["o1", "o2"], "billing-api returned 503 at 13:58.", by="m")
+    cov = next(c for c in s.audit().coverage if c.span_id == d.id)
+    assert set(cov.dropped) == {"GET", "/h"}  # the tool's; the harness pointer's path is not expected
+    s.rederive(d.id, text="billing-api returned 503 at 13:58; see /home/u/.claude/projects/x/4f2a.jsonl.", by="m")
+    assert _kinds(s.audit()) == set()  # the pointer still grounds what the summary says of it
