@@ -240,6 +240,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
+    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory() as tmp:
         db = f"sqlite:///{Path(tmp) / 'bench.db'}"
         procs, targets = start_servers(db)
@@ -252,19 +253,19 @@ def main() -> None:
             for p in procs:
                 p.terminate()
                 p.wait(10)
-    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     lines = [
         "## Recording proxy (`ctxledger proxy`)",
         "",
         f"`python benchmarks/bench_proxy.py --calls {args.calls} --seconds {args.seconds:g}` — {machine()}; "
-        f"load before the run: `{load}`.",
+        f"load before the run: `{load}`; after: `{after.split('load average:')[-1].strip()}`.",
         "Processes on loopback: the fake upstream (uvicorn), the proxy (`ctxledger proxy` on a SQLite file, once "
         "with durable commits and once with `?synchronous=normal`), a bare Starlette + httpx forwarder that "
         "records nothing (the cost of the extra HTTP hop alone), and this client. "
         "Baseline: the same call sent to the fake upstream directly; the four kinds of call rotate. Non-streamed "
         "calls of a growing conversation (each call appends the reply and a user turn).",
         "",
-        "| conversation | messages | body | direct p50 / p99 | bare forwarder p50 / p99 | proxy, durable commits "
+        "| conversation at the first call | messages | body at the last call | direct p50 / p99 | bare forwarder p50 / p99 | proxy, durable commits "
         "p50 / p99 | proxy, `?synchronous=normal` p50 / p99 | added p50 (target ≤ 3 ms): durable / normal "
         "| added p99 (target ≤ 15 ms): durable / normal |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
