@@ -177,6 +177,15 @@ class BPECounter:
         self.backend = ""
         self._whole: Callable[[str], int] | None = None
 
+    def __getstate__(self) -> dict:  # picklable and copyable: the loaded core is rebuilt lazily
+        return {"name": self.name, "fast": self.fast}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["name"], fast=state["fast"])
+
+    def __repr__(self) -> str:
+        return f"BPECounter({self.name!r}" + (f", fast={self.fast}" if self.fast is not None else "") + ")"
+
     def _load(self) -> Callable[[str], int]:
         with _lock:
             if self._whole is None:

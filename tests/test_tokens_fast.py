@@ -102,6 +102,17 @@ def test_lone_surrogates_and_long_texts_are_counted_like_tiktoken():
         assert BPECounter(fast=False).count(text) == reference(text)
 
 
+def test_a_loaded_counter_pickles_and_copies():
+    import copy
+    import pickle
+
+    counter = BPECounter("cl100k_base", fast=False)
+    counter.count("warm up")
+    for clone in (pickle.loads(pickle.dumps(counter)), copy.deepcopy(counter)):
+        assert (clone.name, clone.fast) == ("cl100k_base", False)
+        assert clone.count("billing-api 503") == counter.count("billing-api 503")
+
+
 def test_a_count_of_something_that_is_not_text_is_a_typed_error():
     for bad in (None, b"bytes", 3):
         with pytest.raises(InvalidInputError):
