@@ -170,7 +170,7 @@ def bench_batched_observe(tmp: Path, n: int, variants: dict, rounds: int = 7) ->
     # flatters the ratio; the rounds where raw ran near the fastest seen show the uncontended ratio.
     fastest = max(x for v in out.values() for x in v["raw"])
     for v in out.values():
-        v["quiet"] = [q for q, raw in zip(v["ratio"], v["raw"]) if raw >= QUIET * fastest]
+        v["quiet"] = [q for q, raw in zip(v["ratio"], v["raw"], strict=True) if raw >= QUIET * fastest]
     return {
         name: {
             "rounds": rounds,
