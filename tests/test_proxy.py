@@ -529,3 +529,20 @@ def test_the_session_header_is_not_forwarded(fake, origin, tmp_path):
                    json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}).raise_for_status()
     [(_, _, headers)] = fake.requests
     assert "x-ctxledger-session" not in headers and headers["x-custom"] == "kept"
+
+
+def test_a_short_common_reply_never_joins_two_conversations(fake, origin, tmp_path):
+    fake.responder = lambda api, body: Reply(text="Done.")
+    db = _db(tmp_path)
+    with running(origin, db) as (url, _):
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0)
+        first = [{"role": "system", "content": "You run chores."}, {"role": "user", "content": "Water the plants"}]
+        client.chat.completions.create(model="m", messages=first)
+        # another conversation, never seen, that happens to carry the same short reply
+        other = [{"role": "system", "content": "You run chores."}, {"role": "user", "content": "Feed the cat"},
+                 {"role": "assistant", "content": "Done."}, {"role": "user", "content": "Thanks"}]
+        client.chat.completions.create(model="m", messages=other)
+    with Ledger.open(db) as ledger:
+        names = sorted(i.name for i in ledger.sessions())
+        assert len(names) == 2 and names[0].startswith("proxy:feed-the-cat:") and names[1].startswith("proxy:water-the-plants:")
+        assert not any(type(e).__name__ == "Pruned" for n in names for e in ledger.session(n).events())

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, LedgerError
 from engine.importers.messages import canonical_message
 from engine.proxy.naming import SESSION_HEADER, conversation_key, header_session, opening
 from engine.proxy.recording import Health, StoreWorker
@@ -44,6 +44,7 @@ _HOP = {
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
     "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding", SESSION_HEADER,
 }
+_MIN_REPLY_CHARS = 24  # replies shorter than this never identify a conversation
 _HOP_BACK = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "upgrade"}
 
 class _ChatBody(msgspec.Struct):
@@ -134,6 +135,7 @@ class _Proxy:
         self.store = StoreWorker(open_ledger, self.health, permissive=config.permissive)
         self.client: httpx.AsyncClient | None = None
         self.pending: set[asyncio.Future] = set()
+        self.heads: dict[str, str] = {}  # session name -> hash of the system prompt it was opened with
         self.shown_upstream = _without_credentials(config.upstream)  # for health, error bodies, logs
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -306,19 +308,25 @@ class _Proxy:
             return self.config.session
         head, first_user = opening(parsed.messages, api, parsed.system if api == "anthropic" else None)
         _, name = conversation_key(head, first_user)
-        if self.store.known(name):
-            return name
-        # A conversation this proxy has not seen by its opening: perhaps one whose client compacted
-        # away its first message. Its recent replies tell which session it continues.
-        hashes = []
-        for i in range(len(parsed.messages) - 1, max(-1, len(parsed.messages) - 17), -1):
-            try:
-                m = canonical_message(parsed.messages[i], api, i)
-            except Exception:
-                continue
-            if m is not None and m.role == "assistant":
-                hashes.append(m.hash)
-        return self.store.owner_of(hashes) or name
+        head_hash = head.hash if head is not None else "-"
+        if not self.store.known(name):
+            # A conversation this proxy has not seen by its opening: perhaps one whose client compacted
+            # its first message away. A recent reply of some length, recorded in a session with the
+            # same system prompt, tells which conversation it continues (short replies like "Done."
+            # are too common to tell conversations apart).
+            hashes = []
+            for i in range(len(parsed.messages) - 1, max(-1, len(parsed.messages) - 17), -1):
+                try:
+                    m = canonical_message(parsed.messages[i], api, i)
+                except LedgerError:
+                    continue
+                if m is not None and m.role == "assistant" and sum(len(p.text) for p in m.parts) >= _MIN_REPLY_CHARS:
+                    hashes.append(m.hash)
+            owner = self.store.owner_of(hashes)
+            if owner is not None and self.heads.get(owner) == head_hash:
+                return owner
+        self.heads.setdefault(name, head_hash)
+        return name
 
     async def _send(self, request: Request, body: bytes, *, stream: bool) -> httpx.Response:
         assert self.client is not None

@@ -97,6 +97,7 @@ class StoreWorker:
         self._recorders: OrderedDict[str, MessageRecorder] = OrderedDict()  # most recently used last
         self._owners: OrderedDict[str, str] = OrderedDict()  # reply message hash -> session name
         self._unrecordable: set[str] = set()  # sessions whose last request had malformed messages
+        self._seen: set[str] = set()  # every session this proxy has recorded into
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxledger-store")
 
     # -- running on the store thread ----------------------------------------------------------
@@ -136,6 +137,7 @@ class StoreWorker:
             except DuplicateSessionError:  # another proxy created it a moment ago
                 session = self.ledger.session(name)
         rec = self._recorders[name] = MessageRecorder(session, by="client", reply_by="model")
+        self._seen.add(name)
         while len(self._recorders) > RECORDERS_KEPT:  # an idle session is read back when it returns
             self._recorders.popitem(last=False)
         return rec
@@ -258,7 +260,7 @@ class StoreWorker:
         return len(self._recorders)
 
     def known(self, name: str) -> bool:
-        return name in self._recorders
+        return name in self._seen
 
     def compact_and_render(self, name: str, api: str, compactor_for: Callable[[], Any]) -> Any:
         """Run a compaction step on the session and render its live buffer for the upstream API."""
