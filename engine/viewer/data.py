@@ -24,7 +24,7 @@ from engine.events import (
     Rewritten,
     SessionStarted,
 )
-from engine.spans import Provenance, Span
+from engine.spans import Provenance, Span, id_ranges
 
 if TYPE_CHECKING:
     from engine.ledger import Ledger
@@ -100,15 +100,15 @@ def describe(ev: Event) -> str:
         return f"pruned {ev.span_id}"
     if t is Rewritten:
         flag = f" — VIOLATION: generation {ev.generation}" if ev.violation else ""
-        return f"rewrote {', '.join(ev.inputs)} into {ev.span_id} ({ev.tokens:,} tokens){flag}"
+        return f"rewrote {id_ranges(ev.inputs, ', ')} into {ev.span_id} ({ev.tokens:,} tokens){flag}"
     if t is Rederived:
-        return f"re-derived {ev.span_id} from its originals {', '.join(ev.sources)}"
+        return f"re-derived {ev.span_id} from its originals {id_ranges(ev.sources, ', ')}"
     if t is Restored:
         return f"restored {ev.span_id}"
     if t is Expanded:
-        return f"expanded {ev.span_id} into {', '.join(ev.restored)}"
+        return f"expanded {ev.span_id} into {id_ranges(ev.restored, ', ')}"
     if t is RewriteRefused:
-        return f"REFUSED {ev.command} of {', '.join(ev.inputs)}"
+        return f"REFUSED {ev.command} of {id_ranges(ev.inputs, ', ')}"
     if t is Marked:
         return f"mark {ev.label!r}"
     return t.__name__
