@@ -546,3 +546,36 @@ def test_a_short_common_reply_never_joins_two_conversations(fake, origin, tmp_pa
         names = sorted(i.name for i in ledger.sessions())
         assert len(names) == 2 and names[0].startswith("proxy:feed-the-cat:") and names[1].startswith("proxy:water-the-plants:")
         assert not any(type(e).__name__ == "Pruned" for n in names for e in ledger.session(n).events())
+
+
+def test_two_proxies_on_postgresql_share_a_session(fake, origin):
+    """Two proxy processes' worth of writers on one PostgreSQL session: conflicts are retried, nothing lost."""
+    from conftest import drop_schema, postgres_url
+
+    url_db = postgres_url()
+    try:
+        with running(origin, url_db) as (url, proxy), running(origin, url_db) as (url2, proxy2):
+            errors: list[BaseException] = []
+
+            def writer(u: str, who: str) -> None:
+                try:
+                    for i in range(6):
+                        httpx.post(f"{u}/v1/chat/completions", headers={"X-Ctxledger-Session": "pg-shared"}, timeout=30,
+                                   json={"model": "m", "messages": [{"role": "user", "content": f"{who} {i}"}]}).raise_for_status()
+                except BaseException as e:  # pragma: no cover - reported below
+                    errors.append(e)
+
+            threads = [threading.Thread(target=writer, args=(u, w)) for u, w in ((url, "a"), (url2, "b"))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            assert not errors
+            assert proxy.health.report()["counts"]["store_errors"] == 0 == proxy2.health.report()["counts"]["store_errors"]
+        with Ledger.open(url_db) as ledger:
+            s = ledger.session("pg-shared")
+            assert s.verify()
+            written = [e.text for e in s.events() if type(e).__name__ in ("Observed", "Rewritten", "RewriteRefused")]
+            assert {f"a {i}" for i in range(6)} | {f"b {i}" for i in range(6)} <= set(written)
+    finally:
+        drop_schema(url_db)
