@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from engine.errors import InvalidInputError, RewriterError
+from engine.sdk import anthropic_client, check_connection, openai_client
 
 if TYPE_CHECKING:
     from engine.session import Session
@@ -118,12 +119,7 @@ class _SDKChat:
         temperature: float | None = None,
         client: Any = None,
     ):
-        if not isinstance(model, str) or not model.strip():
-            raise InvalidInputError("a chat model needs a model name")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise InvalidInputError(f"timeout must be a positive number of seconds; got {timeout!r}")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise InvalidInputError(f"max_retries must be a non-negative int; got {max_retries!r}")
+        check_connection(model, timeout, max_retries, "a chat model")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise InvalidInputError(f"max_tokens must be a positive int; got {max_tokens!r}")
         self.model = model
@@ -140,14 +136,6 @@ class _SDKChat:
 
     def _make_client(self, api_key: str | None, timeout: float, max_retries: int) -> Any:
         raise NotImplementedError
-
-    def _import(self):
-        try:
-            return __import__(self._extra)
-        except ImportError:
-            raise RewriterError(
-                f"{type(self).__name__} needs the official {self._extra} SDK: pip install 'ctxledger[{self._extra}]'"
-            ) from None
 
     def respond(self, rendered: Any, tools: list[dict[str, Any]]) -> Reply:
         self.calls += 1
@@ -178,12 +166,9 @@ class OpenAIChat(_SDKChat):
         super().__init__(model, **kw)
 
     def _make_client(self, api_key, timeout, max_retries):
-        openai = self._import()
-        return openai.OpenAI(
-            base_url=self.base_url,
-            api_key=api_key or _env("OPENAI_API_KEY") or "not-needed-for-local-servers",
-            timeout=timeout,
-            max_retries=max_retries,
+        return openai_client(
+            base_url=self.base_url, key=api_key, timeout=timeout, max_retries=max_retries,
+            error=RewriterError, who=type(self).__name__,
         )
 
     def _respond(self, rendered, tools):
@@ -218,12 +203,9 @@ class AnthropicChat(_SDKChat):
     _extra = "anthropic"
 
     def _make_client(self, api_key, timeout, max_retries):
-        anthropic = self._import()
-        return anthropic.Anthropic(
-            base_url=self.base_url,
-            api_key=api_key or _env("ANTHROPIC_API_KEY") or "not-set",
-            timeout=timeout,
-            max_retries=max_retries,
+        return anthropic_client(
+            base_url=self.base_url, key=api_key, timeout=timeout, max_retries=max_retries,
+            error=RewriterError, who=type(self).__name__,
         )
 
     def _respond(self, rendered, tools):
@@ -262,12 +244,6 @@ def chat_model(spec: str, *, base_url: str | None = None, **kw: Any) -> OpenAICh
     if provider == "anthropic":
         return AnthropicChat(name, base_url=base_url, **kw)
     raise InvalidInputError(f"unknown model provider {provider!r}: use openai:NAME or anthropic:NAME")
-
-
-def _env(name: str) -> str | None:
-    import os
-
-    return os.environ.get(name) or None
 
 
 # -- the loop ---------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from engine.errors import InvalidInputError, RewriterError
+from engine.sdk import anthropic_client, check_connection, openai_client
 from engine.spans import Span
 from engine.tokens import EstimateCounter, TokenCounter
 
@@ -169,12 +170,7 @@ class _ModelRewriter:
         system: str | None = None,
         client: Any = None,
     ):
-        if not isinstance(model, str) or not model:
-            raise InvalidInputError("a model rewriter needs a model name")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise InvalidInputError(f"timeout must be a positive number of seconds; got {timeout!r}")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise InvalidInputError(f"max_retries must be a non-negative int; got {max_retries!r}")
+        check_connection(model, timeout, max_retries, "a model rewriter")
         self.model = model
         self.base_url = base_url
         self.api_key = api_key
@@ -210,10 +206,6 @@ class _ModelRewriter:
             text = self._call(client, prompt, budget)
         except RewriterError:
             raise
-        except ImportError as e:
-            raise RewriterError(
-                f"{type(self).__name__} needs the {self._extra!r} extra: pip install 'ctxledger[{self._extra}]' ({e})"
-            ) from None
         except Exception as e:
             raise RewriterError(
                 f"{self.name} failed: {type(e).__name__}: {_first_line(e)}; nothing was written"
@@ -244,13 +236,9 @@ class OpenAIRewriter(_ModelRewriter):
         super().__init__(model, **kw)
 
     def _sdk_client(self) -> Any:
-        import openai
-
-        return openai.OpenAI(
-            base_url=self.base_url,
-            api_key=self.api_key or _env("OPENAI_API_KEY") or "not-needed-for-local-servers",
-            timeout=self.timeout,
-            max_retries=self.max_retries,
+        return openai_client(
+            base_url=self.base_url, key=self.api_key, timeout=self.timeout, max_retries=self.max_retries,
+            error=RewriterError, who=type(self).__name__,
         )
 
     def _call(self, client: Any, prompt: str, max_tokens: int) -> str:
@@ -277,13 +265,9 @@ class AnthropicRewriter(_ModelRewriter):
     _extra = "anthropic"
 
     def _sdk_client(self) -> Any:
-        import anthropic
-
-        return anthropic.Anthropic(
-            base_url=self.base_url,
-            api_key=self.api_key or _env("ANTHROPIC_API_KEY") or "not-set",
-            timeout=self.timeout,
-            max_retries=self.max_retries,
+        return anthropic_client(
+            base_url=self.base_url, key=self.api_key, timeout=self.timeout, max_retries=self.max_retries,
+            error=RewriterError, who=type(self).__name__,
         )
 
     def _call(self, client: Any, prompt: str, max_tokens: int) -> str:
@@ -302,9 +286,3 @@ class AnthropicRewriter(_ModelRewriter):
         if not texts:
             raise RewriterError(f"{self.name} returned no text block; nothing was written")
         return "".join(texts)
-
-
-def _env(name: str) -> str | None:
-    import os
-
-    return os.environ.get(name) or None

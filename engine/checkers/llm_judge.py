@@ -9,7 +9,6 @@ latency are counted in ``stats`` (what an audit with the judge costs).
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
@@ -18,7 +17,8 @@ from typing import Any
 
 import msgspec
 
-from engine.errors import CheckerError, InvalidInputError
+from engine.errors import CheckerError
+from engine.sdk import check_connection, openai_client
 from projections.claims import Source
 
 __all__ = ["LLMJudge", "JudgeStats", "SYSTEM_PROMPT", "UNSUPPORTED_CLAIM", "CONTRADICTED_CLAIM"]
@@ -85,8 +85,7 @@ class LLMJudge:
         json_mode: bool = True,
         client: Any = None,
     ):
-        if not isinstance(model, str) or not model.strip():
-            raise InvalidInputError("the judge needs a model name")
+        check_connection(model, timeout, max_retries, "the judge")
         self.model = model
         self.base_url = base_url
         self.api_key = api_key
@@ -147,15 +146,9 @@ class LLMJudge:
 
     def _client_or_new(self) -> Any:
         if self._client is None:
-            try:
-                import openai
-            except ImportError:
-                raise CheckerError("the LLM judge needs the openai extra: pip install 'ctxledger[openai]'") from None
-            self._client = openai.OpenAI(
-                base_url=self.base_url,
-                api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed-for-local-servers",
-                timeout=self.timeout,
-                max_retries=self.max_retries,
+            self._client = openai_client(
+                base_url=self.base_url, key=self.api_key, timeout=self.timeout, max_retries=self.max_retries,
+                error=CheckerError, who="the LLM judge",
             )
         return self._client
 
