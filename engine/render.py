@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import InvalidInputError
 from engine.events import Observed
 from engine.spans import Span, ordinal
-from projections.buffer import span_from_event
 
 if TYPE_CHECKING:
     from engine.reading import LogReader
@@ -125,6 +124,8 @@ def tool_partner(reader: LogReader, span: Span) -> Span | None:
     ev = partners.result_of(span) if span.kind == "tool_call" else partners.call_of(span)
     if ev is None:
         return None
+    from projections.buffer import span_from_event  # engine's package init loads this module early
+
     return reader.state.live.get(ev.span_id) or span_from_event(ev)
 
 

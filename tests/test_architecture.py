@@ -100,3 +100,13 @@ def test_every_public_name_resolves_lazily_and_once():
         import engine
 
         engine.NoSuchThing  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    "first",
+    ["projections.checking", "projections.buffer", "projections", "engine.events", "engine.render", "engine.store",
+     "engine.session", "engine.tools", "engine.cli", "engine.importers", "engine.checkers"],
+)
+def test_any_module_can_be_imported_first(first):
+    """No import-order trick: whichever module a program imports first, everything loads."""
+    assert _fresh(f"import {first}\nimport engine, projections\nfrom engine import Ledger, render\nprint(callable(render))") == "True"
