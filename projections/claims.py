@@ -21,6 +21,7 @@ Findings are plain dicts like the grounding findings (``kind``, ``value``, ``sev
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -292,11 +293,14 @@ _STATUS = [
     (re.compile(r"\b(?:approved)\b", re.I), "approval", 1),
 ]
 _NEGATED = re.compile(r"\b(?:not|never|no|no\s+longer|n't|without|didn't|wasn't|weren't|hasn't|haven't|isn't|aren't|nor)\b", re.I)
+_ANY_STATUS = re.compile("|".join(f"(?:{rx.pattern})" for rx, _, _ in _STATUS), re.I)
 _ENTITY_CATS = ("name", "identifier", "host", "path", "version", "code", "hash", "uuid")
 
 
 def _statuses(clause: str) -> list[tuple[str, int, int]]:
     """(family, polarity, offset) for each status word in the clause, negation applied."""
+    if _ANY_STATUS.search(clause) is None:
+        return []  # most sentences state no status: one search instead of one per family
     out = []
     for rx, family, polarity in _STATUS:
         for m in rx.finditer(clause):
@@ -315,8 +319,14 @@ def _entity_keys(clause: str, found: list[Specific]) -> set[str]:
     return {"".join(tokens(sp.text)) for sp in found if sp.category in _ENTITY_CATS and not sp.weak}
 
 
-def _within(found: list[Specific], start: int, end: int) -> list[Specific]:
-    return [sp for sp in found if start <= sp.start and sp.end <= end]
+def _within(found: list[Specific], start: int, end: int, starts: list[int] | None = None) -> list[Specific]:
+    """The specifics inside [start, end) of a list sorted by start (``starts``: their starts)."""
+    starts = starts if starts is not None else [sp.start for sp in found]
+    out = []
+    for k in range(bisect_left(starts, start), bisect_left(starts, end)):
+        if found[k].end <= end:
+            out.append(found[k])
+    return out
 
 
 def status_flips(
@@ -327,6 +337,7 @@ def status_flips(
     ``found``: the sources' index and the summary's specifics, when already built.)"""
     out: list[dict] = []
     claims = []  # (offset, clause, statuses, entities): the summary first, the sources only if needed
+    needles: set[str] = set()  # a word of each such thing, to skip sources that name none of them
     for offset, sentence in _sentences(text):
         for clause_offset, clause in _clauses(sentence):
             st = _statuses(clause)
@@ -336,14 +347,19 @@ def status_flips(
                 ents = _entity_keys(clause, mine)
                 if ents:
                     claims.append((start, clause, st, ents))
+                    needles.update(t for sp in mine if sp.category in _ENTITY_CATS for t in tokens(sp.text)[:1])
     if not claims:
         return out
     src_sentences: list[tuple[set[str], list[tuple[str, int, int]]]] = []
     for i, src in enumerate(sources):
+        lowered = src.text.lower()
+        if not any(n in lowered for n in needles):
+            continue  # names none of the things the summary gives a status
+        starts = [sp.start for sp in index.per_text[i]] if index is not None else None
         for start, sentence in _sentences(src.text):
             st = _statuses(sentence)
             if st:
-                theirs = _within(index.per_text[i], start, start + len(sentence)) if index is not None else extract(sentence)
+                theirs = _within(index.per_text[i], start, start + len(sentence), starts) if index is not None else extract(sentence)
                 src_sentences.append((_entity_keys(sentence, theirs), st))
     for at_clause, clause, st, ents in claims:
         for family, polarity, at in st:
@@ -381,20 +397,39 @@ def _clauses(sentence: str) -> list[tuple[int, str]]:
     return [(o, c) for o, c in out if c.strip()]
 
 
+# categories whose normalization keeps their words: a source can only state one of these if it
+# has all of its words (numbers, times, dates and quantities are normalized across forms)
+_WORDY = frozenset({"name", "identifier", "host", "path", "url", "email", "code", "version"})
+
+
 @dataclass
 class _PerSource:
+    """Which single source spans state a specific (one index per span, built on first need)."""
+
     index: SourceIndex
     _indexes: dict[int, SourceIndex] = field(default_factory=dict)
+    _words: list[set[str]] | None = None
+    _keys: dict[int, set[str]] = field(default_factory=dict)
+
+    def holds(self, i: int, sp: Specific) -> bool:
+        keys = self._keys.get(i)
+        if keys is None:
+            keys = self._keys[i] = {s.key for s in self.index.per_text[i]}
+        if sp.key in keys:
+            return True  # stated there in the same normalized form: no index needed
+        idx = self._indexes.get(i)
+        if idx is None:
+            idx = self._indexes[i] = SourceIndex.build([self.index.texts[i]], [self.index.per_text[i]], [self.index.tok_lists[i]])
+        return idx.supports(sp)[0]
 
     def holding(self, sp: Specific) -> set[int]:
-        out = set()
-        for i, t in enumerate(self.index.texts):
-            idx = self._indexes.get(i)
-            if idx is None:
-                idx = self._indexes[i] = SourceIndex.build([t], [self.index.per_text[i]], [self.index.tok_lists[i]])
-            if idx.supports(sp)[0]:
-                out.add(i)
-        return out
+        candidates = range(len(self.index.texts))
+        if sp.category in _WORDY:
+            if self._words is None:
+                self._words = [set(tk) for tk in self.index.tok_lists]
+            need = set(tokens(sp.text))
+            candidates = [i for i in candidates if need <= self._words[i]] if need else candidates
+        return {i for i in candidates if self.holds(i, sp)}
 
 
 def swapped_pairings(
@@ -412,37 +447,47 @@ def swapped_pairings(
     for offset, sentence in _sentences(text):
         for clause_offset, clause in _clauses(sentence):
             start = offset + clause_offset
-            bound = [sp for sp in _within(found, start, start + len(clause)) if sp.category in _PAIRABLE and not sp.weak]
-            if len(bound) < 2:
+            bound = [
+                sp for sp in _within(found, start, start + len(clause))
+                if sp.category in _PAIRABLE and not sp.weak and index.supports(sp)[0]  # unsupported: the specifics check
+            ]
+            pair = _unpaired(bound, per)
+            if pair is None:
                 continue
-            holders = []
-            for sp in bound:
-                if not index.supports(sp)[0]:
-                    continue  # unsupported: the specifics check reports it
-                holders.append((sp, per.holding(sp)))
-            for i in range(len(holders)):
-                for j in range(i + 1, len(holders)):
-                    (a, ha), (b, hb) = holders[i], holders[j]
-                    if a.category == b.category or not ha or not hb or ha & hb:
-                        continue
-                    out.append(
-                        {
-                            "kind": SWAPPED_PAIRING,
-                            "category": f"{a.category}+{b.category}",
-                            "value": f"{a.text} … {b.text}",
-                            "severity": "error",
-                            "message": (
-                                f"the summary pairs {a.text!r} with {b.text!r}, but no source states them together "
-                                "(each is stated, about something else): facts may have been swapped"
-                            ),
-                            "offset": a.start,
-                        }
-                    )
-                    break
-                else:
-                    continue
-                break
+            a, b = pair
+            out.append(
+                {
+                    "kind": SWAPPED_PAIRING,
+                    "category": f"{a.category}+{b.category}",
+                    "value": f"{a.text} … {b.text}",
+                    "severity": "error",
+                    "message": (
+                        f"the summary pairs {a.text!r} with {b.text!r}, but no source states them together "
+                        "(each is stated, about something else): facts may have been swapped"
+                    ),
+                    "offset": a.start,
+                }
+            )
     return out
+
+
+def _unpaired(bound: list[Specific], per: _PerSource) -> tuple[Specific, Specific] | None:
+    """The first two specifics of different kinds, both stated, that no one source states together.
+    The sources holding the wordier of the two are found first (a cheap word filter), and only they
+    are asked about the other."""
+    holders: dict[int, set[int]] = {}
+    for i in range(len(bound)):
+        for j in range(i + 1, len(bound)):
+            a, b = bound[i], bound[j]
+            if a.category == b.category:
+                continue
+            first, other, k = (a, b, i) if a.category in _WORDY or b.category not in _WORDY else (b, a, j)
+            if k not in holders:
+                holders[k] = per.holding(first)
+            held = holders[k]
+            if held and not any(per.holds(s, other) for s in held):
+                return a, b
+    return None
 
 
 # -- entry point ------------------------------------------------------------------------------

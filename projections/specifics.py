@@ -1031,7 +1031,7 @@ class SourceIndex:
     toks: set[str] = field(default_factory=set)
     tok_lists: list[list[str]] = field(default_factory=list)
     _grams: set[str] | None = None
-    norm: str = ""
+    _norm: str | None = None
     lower: str = ""
 
     @classmethod
@@ -1051,7 +1051,6 @@ class SourceIndex:
             all_toks.extend(tk)
             idx.tok_lists.append(tk)
         idx.toks = set(all_toks)
-        idx.norm = " ".join(_norm_text(t) for t in texts)
         idx.lower = "\n".join(texts).lower()
         for sp in idx.specifics:
             idx.by_cat.setdefault(sp.category, []).append(sp)
@@ -1079,6 +1078,13 @@ class SourceIndex:
                     continue
                 idx.numbers.add(_canon(float(m.group(0).replace(",", ""))))
         return idx
+
+    @property
+    def norm(self) -> str:
+        """The texts casefolded with punctuation runs collapsed (for quotes), built on first use."""
+        if self._norm is None:
+            self._norm = " ".join(_norm_text(t) for t in self.texts)
+        return self._norm
 
     @property
     def grams(self) -> set[str]:
