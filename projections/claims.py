@@ -472,15 +472,15 @@ def swapped_pairings(
 
 
 def _unpaired(bound: list[Specific], per: _PerSource) -> tuple[Specific, Specific] | None:
-    """The first two specifics of different kinds, both stated, that no one source states together.
-    The sources holding the wordier of the two are found first (a cheap word filter), and only they
-    are asked about the other."""
+    """The first two specifics of different kinds, one of them naming a thing (a service, a ticket,
+    a host, a path), both stated, that no one source states together. The sources holding the named
+    thing are found first (a cheap word filter), and only they are asked about the other."""
     holders: dict[int, set[int]] = {}
     for i in range(len(bound)):
         for j in range(i + 1, len(bound)):
             a, b = bound[i], bound[j]
-            if a.category == b.category:
-                continue
+            if a.category == b.category or (a.category not in _WORDY and b.category not in _WORDY):
+                continue  # a swap gives a fact to the wrong thing: one side names the thing
             first, other, k = (a, b, i) if a.category in _WORDY or b.category not in _WORDY else (b, a, j)
             if k not in holders:
                 holders[k] = per.holding(first)
