@@ -117,8 +117,8 @@ class _Fold:
         self.reader = reader
         self.state: BufferState | None = None
         self.findings: list[Finding] = []
-        # derived span id -> ((source position, observed text, role, harness), ...) captured when it was made
-        self.source_texts: dict[str, tuple[tuple[int, str, str, bool], ...]] = {}
+        # derived span id -> the observed spans it was made from, captured when it was made
+        self.source_texts: dict[str, tuple[Span, ...]] = {}
         # derived span id -> (position, inputs, generation) of a rewrite that consumed derived spans
         self.violations: dict[str, tuple[int, tuple[str, ...], int]] = {}
         self.failed_at: int | None = None
@@ -166,16 +166,25 @@ class _Fold:
 
     def _rewritten(self, ev: Rewritten) -> None:
         live = self.state.live
-        captured: list[tuple[int, str, str, bool]] = []
+        inputs = [live.get(i) for i in ev.inputs]
+        if any(s is None for s in inputs):
+            return  # apply() will report the event as unreplayable
+        observed = Provenance.OBSERVED
+        if all(s.provenance is observed for s in inputs):  # the common case: a rewrite of observations
+            self.source_texts[ev.span_id] = tuple(inputs)
+            if ev.violation or ev.generation > 1:
+                self.violations[ev.span_id] = (ev.originator_version, (), ev.generation)
+            positions = tuple(s.position for s in inputs)
+            if tuple(ev.sources) != tuple(ev.inputs) or tuple(ev.source_positions) != positions:
+                self._mismatch(ev, list(ev.inputs), list(positions))
+            return
+        captured: list[Span] = []
         expect_ids: list[str] = []
         expect_pos: list[int] = []
         derived_inputs: list[str] = []
-        for span_id in ev.inputs:
-            span = live.get(span_id)
-            if span is None:
-                return  # apply() will report the event as unreplayable
-            if span.provenance is Provenance.OBSERVED:
-                captured.append((span.position, span.text, span.role, bool(span.meta.get("harness"))))
+        for span_id, span in zip(ev.inputs, inputs):
+            if span.provenance is observed:
+                captured.append(span)
                 expect_ids.append(span.id)
                 expect_pos.append(span.position)
             else:
@@ -187,19 +196,22 @@ class _Fold:
         if derived_inputs or ev.violation or ev.generation > 1:
             self.violations[ev.span_id] = (ev.originator_version, tuple(derived_inputs), ev.generation)
         if tuple(expect_ids) != tuple(ev.sources) or tuple(expect_pos) != tuple(ev.source_positions):
-            self.findings.append(
-                Finding(
-                    kind=SOURCE_MISMATCH,
-                    severity="error",
-                    span_ids=(ev.span_id,),
-                    positions=(ev.originator_version,),
-                    message=(
-                        f"the rewrite at position {ev.originator_version} records {ev.span_id}'s sources as "
-                        f"{_ids(ev.sources)} at {_ids(ev.source_positions)}, but its inputs "
-                        f"{_ids(ev.inputs)} came from {_ids(expect_ids)} at {_ids(expect_pos)}"
-                    ),
-                )
+            self._mismatch(ev, expect_ids, expect_pos)
+
+    def _mismatch(self, ev: Rewritten, expect_ids: list[str], expect_pos: list[int]) -> None:
+        self.findings.append(
+            Finding(
+                kind=SOURCE_MISMATCH,
+                severity="error",
+                span_ids=(ev.span_id,),
+                positions=(ev.originator_version,),
+                message=(
+                    f"the rewrite at position {ev.originator_version} records {ev.span_id}'s sources as "
+                    f"{_ids(ev.sources)} at {_ids(ev.source_positions)}, but its inputs "
+                    f"{_ids(ev.inputs)} came from {_ids(expect_ids)} at {_ids(expect_pos)}"
+                ),
             )
+        )
 
     def _rederived(self, ev: Rederived) -> None:
         span = self.state.live.get(ev.span_id)
@@ -309,8 +321,8 @@ def _sources_of(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Eve
         )
         return [], findings
     captured = fold.source_texts.get(span.id)
-    if captured is not None and tuple(c[0] for c in captured) == span.source_positions:
-        return [Source(text, role, harness) for _, text, role, harness in captured], findings
+    if captured is not None and tuple(c.position for c in captured) == span.source_positions:
+        return [Source(c.text, c.role, bool(c.meta.get("harness"))) for c in captured], findings
     texts: list[Source] = []
     for span_id, position in zip(span.sources, span.source_positions):
         if position not in cache:
