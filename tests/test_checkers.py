@@ -390,3 +390,16 @@ def test_harness_text_grounds_but_its_specifics_are_not_expected_in_the_summary(
     assert set(cov.dropped) == {"GET", "/h"}  # the tool's; the harness pointer's path is not expected
     s.rederive(d.id, text="billing-api returned 503 at 13:58; see /home/u/.claude/projects/x/4f2a.jsonl.", by="m")
     assert _kinds(s.audit()) == set()  # the pointer still grounds what the summary says of it
+
+
+_STATUS_WORDS = ["succeeded", "failed", "rolled back", "not", "never", "restarted", "timed out", "HTTP 503",
+                 "-> 502", "Completed", "DOWN", "healthy", "reverted", "no", "0 failed", "merged", "approved", "is up"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_STATUS_WORDS), st.text(alphabet="abcdefgh -:>.0123456789", max_size=12)), max_size=12))
+def test_the_status_prefilter_never_hides_a_status(parts):
+    from projections.claims import _scan_statuses, _statuses
+
+    text = " ".join(parts)
+    assert _statuses(text) == _scan_statuses(text)
