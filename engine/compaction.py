@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from engine.session import Session
 
 __all__ = [
+    "turn_starts",
     "Compactor",
     "Action",
     "Plan",
@@ -110,7 +111,7 @@ class Context:
         # its sources: computing it once per step keeps planning linear in the live buffer).
         self.index = {s.id: i for i, s in enumerate(spans)}
         self._results: dict[str, list[Span]] | None = None
-        self._turn_starts = _turn_starts(spans)
+        self._turn_starts = turn_starts(spans)
         self.protect_from = self.turn_boundary(compactor.keep_last_turns)
 
     def results_of(self, call_ids: set) -> list[Span]:
@@ -150,7 +151,7 @@ class Context:
         self.projected += action.tokens_added - action.tokens_removed
 
 
-def _turn_starts(spans: list[Span]) -> list[int]:
+def turn_starts(spans: list[Span]) -> list[int]:
     """A turn starts at each observed user message and at each assistant step (an assistant span
     that does not follow another assistant span): tool results belong to the step that called them."""
     starts: list[int] = []

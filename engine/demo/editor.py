@@ -32,6 +32,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from engine.agent import NUDGE_META, Reply, ToolCall
+from engine.compaction import turn_starts
 from engine.demo.simmodel import DriftingModel
 from engine.spans import Span
 
@@ -230,7 +231,7 @@ class SimulatedEditor:
     def _run(self, old: list[Span], protect: int, spans: list[Span]) -> tuple[list[Span], list[Span]]:
         """The oldest run of observed spans (ending at a turn start) and the summaries before it."""
         cfg = self.config
-        starts = set(_turn_starts(spans))
+        starts = set(turn_starts(spans))
         index = {sp.id: i for i, sp in enumerate(spans)}
         before: list[Span] = []
         run: list[Span] = []
@@ -302,14 +303,8 @@ class SimulatedEditor:
         return calls[:24]
 
 
-def _turn_starts(spans: list[Span]) -> list[int]:
-    from engine.demo.study import _turn_starts as starts
-
-    return starts(spans)
-
-
 def _protect_from(spans: list[Span], k: int) -> int:
-    starts = _turn_starts(spans)
+    starts = turn_starts(spans)
     return starts[-k] if len(starts) >= k else 0
 
 

@@ -36,11 +36,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from engine.compaction import turn_starts
 from engine.demo.simmodel import DriftingModel
 from engine.demo.workload import Workload, generate
 from engine.errors import GroundingError
 from engine.events import Pruned, Rederived, RewriteRefused, Rewritten
-from engine.spans import Span
 
 if TYPE_CHECKING:
     from engine.ledger import Ledger
@@ -367,20 +367,6 @@ def measure(
 # -- policies ---------------------------------------------------------------------------------
 
 
-def _turn_starts(spans: list[Span]) -> list[int]:
-    """Indexes where a turn starts: a user message, or an assistant step (tool results belong to
-    the step that called them, so a cut there never separates a call from its result)."""
-    starts = []
-    prev_assistant = False
-    for i, s in enumerate(spans):
-        if s.observed and s.role == "user" and s.kind == "message":
-            starts.append(i)
-        elif s.observed and s.role == "assistant" and not prev_assistant:
-            starts.append(i)
-        prev_assistant = s.observed and s.role == "assistant"
-    return starts
-
-
 class NaiveSummarizer:
     """Recursive summarization as agent frameworks do it: above the high-water mark, summarize
     [previous summary + every turn but the last few] into one new summary, sized so the buffer
@@ -398,7 +384,7 @@ class NaiveSummarizer:
         if session.tokens <= cfg.high_tokens:
             return 0
         spans = session.spans()
-        starts = _turn_starts(spans)
+        starts = turn_starts(spans)
         protect = starts[-cfg.keep_last_turns] if len(starts) >= cfg.keep_last_turns else 0
         keep_budget = max(0, cfg.low_tokens - cfg.naive_summary_tokens)
         suffix = 0
@@ -429,7 +415,13 @@ class NaiveSummarizer:
 
 
 def _guarded_compactor(model: DriftingModel, cfg: StudyConfig):
-    from engine.compaction import Compactor, ElideToolOutputs, PruneDerived, RewriteOldest, ShrinkDerived
+    from engine.compaction import (
+        Compactor,
+        ElideToolOutputs,
+        PruneDerived,
+        RewriteOldest,
+        ShrinkDerived,
+    )
 
     return Compactor(
         budget=cfg.budget,
