@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import engine  # noqa: E402,F401
 from _results import machine, write_section  # noqa: E402
 from projections.claims import Source  # noqa: E402
-from projections.grounding import DRIFT_KINDS, MERGED, UNSUPPORTED, check  # noqa: E402
+from projections.grounding import DRIFT_KINDS, MERGED, check  # noqa: E402
 from projections.specifics import common_lowercase_words  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

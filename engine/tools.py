@@ -41,7 +41,7 @@ from engine.errors import (
     UnknownSpanError,
 )
 from engine.events import Expanded, Pruned, Rederived, Restored, Rewritten
-from engine.render import render, span_ranges, span_tag, tool_partner
+from engine.render import render, span_ranges, tool_partner
 from engine.session import Session
 from engine.spans import Span
 

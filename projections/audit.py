@@ -40,7 +40,6 @@ from projections.buffer import BufferState
 from projections.claims import Source
 from projections.checking import LEXICAL, Checker, run_checker
 from projections.grounding import MERGED
-from projections.specifics import SourceIndex
 
 if TYPE_CHECKING:
     from engine.reading import LogReader
