@@ -4,14 +4,12 @@ responses). A failure is a RewriterError and leaves the log unchanged."""
 
 from __future__ import annotations
 
-import json
 import sys
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from fake_model_server import FakeModelServer
 
 from engine import (
     AnthropicRewriter,
@@ -28,46 +26,18 @@ from engine.events import Rederived
 # -- the fake server --------------------------------------------------------------------------------
 
 
-class FakeServer:
+class FakeServer(FakeModelServer):
     """Answers each request with the next scripted reply: (status, body, delay seconds)."""
 
     def __init__(self):
         self.script: list[tuple[int, object, float]] = []
-        self.requests: list[dict] = []
-        server = self
+        super().__init__(self._next)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                length = int(self.headers.get("content-length", 0))
-                body = self.rfile.read(length)
-                server.requests.append({"path": self.path, "body": json.loads(body or b"{}"), "headers": dict(self.headers)})
-                status, reply, delay = server.script.pop(0) if server.script else (500, {"error": "no script"}, 0)
-                if delay:
-                    time.sleep(delay)
-                data = reply if isinstance(reply, bytes) else json.dumps(reply).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(data)))
-                    self.send_header("retry-after-ms", "1")  # keep the SDKs' backoff short
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.block_on_close = False
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def _next(self, path: str, body: dict) -> tuple[int, object]:
+        status, reply, delay = self.script.pop(0) if self.script else (500, {"error": "no script"}, 0)
+        if delay:
+            time.sleep(delay)
+        return status, reply
 
 
 @pytest.fixture
