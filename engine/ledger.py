@@ -25,7 +25,7 @@ from engine.events import SessionStarted, now
 from engine.session import Session
 from engine.store import LogStore, redact, session_uuid
 from engine.tokens import TokenCounter, default_counter
-from engine.transfer import import_lines, looks_like_export
+from engine.transfer import import_lines, is_json_text, looks_like_export
 from projections.buffer import BufferState, apply
 from projections.checking import Checker
 
@@ -211,9 +211,7 @@ class Ledger:
 
 
 def _as_path(source: Any) -> Path:
-    if isinstance(source, Path):
-        return source
-    if isinstance(source, str) and "\n" not in source and not source.lstrip().startswith(("{", "[")):
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and not is_json_text(source)):
         return Path(source)
     raise ImportFormatError("a transcript import reads a file or a directory: give its path")
 

@@ -45,6 +45,7 @@ __all__ = [
     "write_export",
     "import_lines",
     "looks_like_export",
+    "is_json_text",
     "parse_export",
     "check_chain",
     "ExportLine",
@@ -95,7 +96,8 @@ def export_lines(session: LogReader) -> Iterator[str]:
         yield _line_encoder.encode(line).decode()
 
 
-def _is_text_not_path(source: Any) -> bool:
+def is_json_text(source: Any) -> bool:
+    """A str that holds JSON text (an object, an array, several lines) rather than a path."""
     return isinstance(source, str) and ("\n" in source or source.lstrip().startswith(("{", "[")))
 
 
@@ -103,7 +105,7 @@ def looks_like_export(source: Any) -> bool:
     """Whether ``source`` is meant as a ctxledger export: a stream, bytes or lines always are (the
     import then says precisely what is wrong with them); a file is when its first line is an export
     line's JSON object. A directory, or a file of another format, is not."""
-    if not isinstance(source, (str, os.PathLike)) or _is_text_not_path(source):
+    if not isinstance(source, (str, os.PathLike)) or is_json_text(source):
         return True
     path = Path(source)
     try:
@@ -122,7 +124,7 @@ def looks_like_export(source: Any) -> bool:
 
 
 def _read_lines(source: Any) -> Iterator[tuple[int, str]]:
-    if _is_text_not_path(source):
+    if is_json_text(source):
         raise ImportFormatError(
             "import reads a path, a text stream, bytes or an iterable of lines; this str looks like "
             "JSON text, not a path: wrap it in io.StringIO(text) or pass text.splitlines()"
