@@ -6,17 +6,22 @@ early, ``explain_chain`` walks the stored log again event by event to say where 
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable, Iterator
 import contextlib
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
 import msgspec
 from eventsourcing.persistence import StoredEvent
 
-from engine.codec import CHAIN_DIGEST_SIZE, SESSION_DECODERS, chain_hash, decode_payload, encode_payload
+from engine.codec import (
+    CHAIN_DIGEST_SIZE,
+    SESSION_DECODERS,
+    chain_hash,
+    decode_payload,
+    encode_payload,
+)
 from engine.errors import LedgerError
 from engine.events import Event, SessionStarted
 from engine.store import LAST_POSITION, LogStore, error_message, storage_error

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from hashlib import blake2b as _blake2b
 from collections.abc import Callable, Iterator, Sequence
+from hashlib import blake2b as _blake2b
 from typing import Any
 from uuid import UUID
 

@@ -21,7 +21,12 @@ import msgspec
 from engine import validate
 from engine.chain import verify_chain
 from engine.codec import chain_hash, encode_payload
-from engine.errors import ConcurrencyError, DuplicateSessionError, ImportFormatError, InvalidInputError
+from engine.errors import (
+    ConcurrencyError,
+    DuplicateSessionError,
+    ImportFormatError,
+    InvalidInputError,
+)
 from engine.events import (
     EVENT_TYPES,
     Event,
