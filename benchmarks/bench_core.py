@@ -192,13 +192,13 @@ def verify_counts(n: int, rounds: int) -> int:
     from engine.tokens import _rust_bpe_count
 
     reference = PlainTiktoken()
-    counter = BPECounter("o200k_base")
+    counters = [BPECounter("o200k_base"), BPECounter("o200k_base", native=False)]
     rust = _rust_bpe_count("o200k_base")
     total = 0
     for r in range(rounds):
         for text in corpus(n, r):
             expected = reference.count(text)
-            if counter.count(text) != expected or (rust is not None and rust(text) != expected):
+            if any(c.count(text) != expected for c in counters) or (rust is not None and rust(text) != expected):
                 raise SystemExit(f"count mismatch on {text!r}: expected {expected}")
             total += 1
     return total
@@ -216,6 +216,7 @@ def observe_section(tmp: Path, n: int = 20_000, rounds: int = 7) -> str:
     tiktoken_core = BPECounter("o200k_base", fast=False)
     variants = {
         "default": default,
+        "python": BPECounter("o200k_base", native=False),
         "tiktoken": tiktoken_core,
         "plain": PlainTiktoken(),
         "tokens": None,
@@ -224,10 +225,12 @@ def observe_section(tmp: Path, n: int = 20_000, rounds: int = 7) -> str:
     before = load_average()
     res = bench_batched_observe(tmp, n, variants, rounds)
     after = load_average()
+    lookup = "C lookup" if default.native else "Python lookup (engine._wordcount not built)"
     labels = {
-        "default": f"**default: `s.observe(text)`**, exact o200k count (word cache + {default.backend} core)",
-        "tiktoken": "default counter without the `fast` extra (word cache + tiktoken core)",
-        "plain": "before this change: tiktoken `encode_ordinary` on every text",
+        "default": f"**default: `s.observe(text)`**, exact o200k count (word cache, {lookup}, {default.backend} core)",
+        "python": "the word cache looked up in Python (`BPECounter(native=False)`; the default before the C lookup)",
+        "tiktoken": f"default counter without the `fast` extra (word cache, {lookup}, tiktoken core)",
+        "plain": "tiktoken `encode_ordinary` on every text (the default before the word cache)",
         "tokens": "`s.observe(text, tokens=n)`: the count supplied by the caller",
     }
     def quiet(v: dict) -> str:
@@ -257,7 +260,7 @@ def observe_section(tmp: Path, n: int = 20_000, rounds: int = 7) -> str:
         "peers on this machine kind: 4.7 for one-JSON-file-per-event, ~1,500 for whole-history checkpoints).",
         "",
         f"Counts checked before timing: on all {checked:,} texts of the {rounds} rounds, the default counter "
-        "(word cache + bpe-openai core) and the bpe-openai core alone give exactly tiktoken's o200k_base counts "
+        "(word cache looked up in C, and in Python) and the bpe-openai core alone give exactly tiktoken's o200k_base counts "
         "(tests/test_tokens_fast.py checks the same on generated text, both encodings).",
         "",
         f"Load: before `{before}`; after `{after}`.",

@@ -31,6 +31,11 @@ from typing import Protocol, runtime_checkable
 
 from engine.errors import InvalidInputError
 
+try:  # the optional C lookup of the word cache (engine/_wordcount.c); same counts without it
+    from engine._wordcount import WordTable as _WordTable
+except ImportError:  # pragma: no cover - depends on the build
+    _WordTable = None
+
 __all__ = ["TokenCounter", "BPECounter", "EstimateCounter", "default_counter", "counter_for"]
 
 _ENCODINGS = ("o200k_base", "cl100k_base")
@@ -119,7 +124,8 @@ def _bpe_bindings():
 @functools.lru_cache(maxsize=4)
 def _rust_bpe_count(name: str) -> Callable[[str], int] | None:
     """GitHub's ``bpe`` crate, through the ``bpe-openai`` package: counts without building the token
-    list, about 1.7x tiktoken's speed on 400-byte texts. None when the package is missing."""
+    list, about 1.7x tiktoken's speed on 400-byte texts. None when the package is missing. Its
+    ``core`` attribute is the package's own count (which raises on lone surrogates)."""
     bindings = _bpe_bindings()
     if bindings is None:
         return None
@@ -134,6 +140,7 @@ def _rust_bpe_count(name: str) -> Callable[[str], int] | None:
         except UnicodeEncodeError:  # lone surrogates: tiktoken replaces them the way it documents
             return _tiktoken_count(name)(text)
 
+    rust_count.core = count
     return rust_count
 
 
@@ -145,16 +152,34 @@ _LEARN_PER_TEXT = 8  # a text of more new parts is counted whole and teaches the
 
 class _WordCounts:
     """The counts of the space-separated parts seen so far, for one encoding (shared by every
-    counter of that encoding in the process; plain dicts, so threads can share it under the GIL)."""
+    counter of that encoding in the process; plain dicts, so threads can share it under the GIL).
+    With the C extension built, ``table`` mirrors them for lookups without splitting the text."""
 
-    def __init__(self) -> None:
+    def __init__(self, space: int, accelerated: bool) -> None:
         self.first: dict[str, int] = {}  # count(part), for a text's first part
         self.spaced: dict[str, int] = {}  # count(" " + part), for the parts after a space
+        self.table = _WordTable(space) if accelerated else None
+
+    def remember_first(self, part: str, n: int) -> None:
+        _remember(self.first, part, n)
+        if self.table is not None:
+            self.table.add_first(part, n)
+
+    def remember_spaced(self, part: str, n: int) -> None:
+        _remember(self.spaced, part, n)
+        if self.table is not None:
+            self.table.add_spaced(part, n)
 
 
-@functools.lru_cache(maxsize=4)
-def _word_counts(name: str, backend: str) -> _WordCounts:
-    return _WordCounts()
+def _remember(cache: dict[str, int], part: str, n: int) -> None:
+    if len(cache) >= _MAX_WORDS:  # the cache restarts when full
+        cache.clear()
+    cache[part] = n
+
+
+@functools.lru_cache(maxsize=8)
+def _word_counts(name: str, backend: str, space: int, accelerated: bool) -> _WordCounts:
+    return _WordCounts(space, accelerated)
 
 
 def _ws(ch: str) -> bool:
@@ -165,26 +190,39 @@ class BPECounter:
     """Exact OpenAI BPE count (o200k_base or cl100k_base), loaded lazily on first use.
 
     ``fast=None`` uses the ``bpe-openai`` core when it is installed (extra ``fast``) and tiktoken
-    otherwise; ``fast=False`` always uses tiktoken. ``backend`` names the one in use once loaded."""
+    otherwise; ``fast=False`` always uses tiktoken. ``backend`` names the one in use once loaded.
+
+    ``native=None`` looks the word cache up in C (``engine._wordcount``, built at install when a C
+    compiler is there) and in Python otherwise; ``native=False`` always in Python; ``native=True``
+    requires the C lookup. All give the same counts; ``native`` says which one is in use."""
 
     exact = True
 
-    def __init__(self, encoding: str = "o200k_base", *, fast: bool | None = None):
+    def __init__(self, encoding: str = "o200k_base", *, fast: bool | None = None, native: bool | None = None):
         if encoding not in _ENCODINGS:
             raise InvalidInputError(f"unknown encoding {encoding!r}; use o200k_base or cl100k_base")
+        if native and _WordTable is None:
+            raise InvalidInputError(
+                "BPECounter(native=True) needs the C extension engine._wordcount, built when ctxledger is "
+                "installed on a machine with a C compiler (reinstall it there: pip install -e .)"
+            )
         self.name = encoding
         self.fast = fast
+        self.native = _WordTable is not None if native is None else native
+        self._native_arg = native
         self.backend = ""
         self._whole: Callable[[str], int] | None = None
+        self._lookup: Callable[[str], int | tuple[int, str] | None] | None = None
 
     def __getstate__(self) -> dict:  # picklable and copyable: the loaded core is rebuilt lazily
-        return {"name": self.name, "fast": self.fast}
+        return {"name": self.name, "fast": self.fast, "native": self._native_arg}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["name"], fast=state["fast"])
+        self.__init__(state["name"], fast=state["fast"], native=state.get("native"))
 
     def __repr__(self) -> str:
-        return f"BPECounter({self.name!r}" + (f", fast={self.fast}" if self.fast is not None else "") + ")"
+        options = [f"{k}={v}" for k, v in (("fast", self.fast), ("native", self._native_arg)) if v is not None]
+        return f"BPECounter({', '.join([repr(self.name), *options])})"
 
     def _load(self) -> Callable[[str], int]:
         with _lock:
@@ -198,14 +236,38 @@ class BPECounter:
                     whole, self.backend = _tiktoken_count(self.name), "tiktoken"
                 else:
                     self.backend = "bpe-openai"
-                words = _word_counts(self.name, self.backend)
+                self._space = whole(" ")
+                words = _word_counts(self.name, self.backend, self._space, self.native)
                 self._words = words
                 self._first_get, self._spaced_getitem = words.first.get, words.spaced.__getitem__
-                self._space = whole(" ")
+                if words.table is not None:
+                    self._lookup, self._add_first = words.table.lookup, words.table.add_first
+                    # the C lookup passes ASCII parts only: no lone surrogate for the wrapper to catch
+                    self._ascii = getattr(whole, "core", whole)
                 self._whole = whole
         return self._whole
 
     def count(self, text: str) -> int:
+        lookup = self._lookup
+        if lookup is not None:
+            found = lookup(text)  # C: every part cached, or all but the first, or None
+            if found.__class__ is int:
+                return found
+            if found is not None:
+                return self._count_first_part(text, *found)
+        return self._count_parts(text)
+
+    def _count_first_part(self, text: str, rest: int, head: str) -> int:
+        """Every part of an ASCII text but the first is cached (their counts sum to ``rest``). The
+        part is remembered in the C table only: the dicts serve the texts the C lookup passes on."""
+        if head and head[-1].isspace():  # no guaranteed boundary after it: count the text whole
+            return self._whole(text)
+        n = self._ascii(head)
+        if len(head) <= _MAX_WORD_CHARS:
+            self._add_first(head, n)
+        return n + rest
+
+    def _count_parts(self, text: str) -> int:
         whole = self._whole or self._load()
         try:
             parts = text.split(" ")
@@ -218,10 +280,7 @@ class BPECounter:
                 return whole(text)
             n = whole(head)
             if len(head) <= _MAX_WORD_CHARS:
-                first = self._words.first
-                if len(first) >= _MAX_WORDS:  # the cache restarts when full
-                    first.clear()
-                first[head] = n
+                self._words.remember_first(head, n)
             if len(parts) == 1:
                 return n
         elif len(parts) == 1:
@@ -252,23 +311,17 @@ class BPECounter:
             # share of them so that text like it gets the cheap path soon
             for w in new[: max(_LEARN_PER_TEXT, len(body) // (2 * _FEW_NEW))]:
                 if len(w) <= _MAX_WORD_CHARS:
-                    self._remember(spaced, w, whole(" " + w))
+                    self._words.remember_spaced(w, whole(" " + w))
             return whole(text)
         learned = {w: whole(" " + w) for w in new}
         for w, c in learned.items():
             if len(w) <= _MAX_WORD_CHARS:
-                self._remember(spaced, w, c)
+                self._words.remember_spaced(w, c)
         try:
             return n + sum(map(spaced.__getitem__, body))
         except KeyError:  # a part too long to keep, or another thread restarted the cache meanwhile
             get = spaced.get
             return n + sum(get(w) or learned.get(w) or whole(" " + w) for w in body)
-
-    @staticmethod
-    def _remember(cache: dict[str, int], part: str, n: int) -> None:
-        if len(cache) >= _MAX_WORDS:  # the cache restarts when full
-            cache.clear()
-        cache[part] = n
 
     def count_many(self, texts: list[str]) -> list[int]:
         return [self.count(t) for t in texts]

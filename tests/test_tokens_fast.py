@@ -1,6 +1,7 @@
-"""The fast exact counter: the word cache and the bpe-openai core give tiktoken's counts exactly, on
-the benchmark corpus and on generated text, and the default write path keeps every promise about
-counts (the span, the buffer total, the stored event, reads inside an open batch)."""
+"""The fast exact counter: the word cache (looked up in C or in Python) and the bpe-openai core give
+tiktoken's counts exactly, on the benchmark corpus and on generated text, and the default write path
+keeps every promise about counts (the span, the buffer total, the stored event, reads inside an open
+batch)."""
 
 from __future__ import annotations
 
@@ -58,13 +59,24 @@ texts_of_parts = st.lists(
     st.tuples(st.sampled_from(PARTS), st.sampled_from(SEPARATORS)), max_size=25
 ).map(lambda xs: "".join(p + s for p, s in xs))
 
+# The C lookup reads ASCII text only: ASCII parts and every ASCII character Python calls whitespace
+# (\x0b, \x0c and \x1c..\x1f included), next to spaces in every arrangement.
+ASCII_PARTS = [p for p in PARTS if p.isascii()] + ["\x0b", "\x0c", "\x1d", "\x1f", "x\x1e", "\x1fy", "[7-123]", "0042"]
+ASCII_SEPARATORS = [" ", " ", " ", "  ", "\n", " \n", "\n ", "\t", "\x0c", "\x1c", ""]
+ascii_texts = st.lists(
+    st.tuples(st.sampled_from(ASCII_PARTS), st.sampled_from(ASCII_SEPARATORS)), max_size=25
+).map(lambda xs: "".join(p + s for p, s in xs))
+
+NATIVE = [None, False] if tokens._WordTable is not None else [False]
+
 
 @pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
 @pytest.mark.parametrize("fast", [None, False])
+@pytest.mark.parametrize("native", NATIVE)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=texts_of_parts | st.text(max_size=80))
-def test_the_word_cache_count_equals_tiktoken_on_any_text(name, fast, text):
-    counter = BPECounter(name, fast=fast)
+@given(text=texts_of_parts | ascii_texts | st.text(max_size=80))
+def test_the_word_cache_count_equals_tiktoken_on_any_text(name, fast, native, text):
+    counter = BPECounter(name, fast=fast, native=native)
     assert counter.count(text) == tiktoken_count(name)(text)
     assert counter.count(text) == tiktoken_count(name)(text)  # again, now from the cache
 
@@ -92,7 +104,7 @@ def test_counts_stay_exact_when_the_cache_restarts(monkeypatch):
     counter, reference = BPECounter("o200k_base"), tiktoken_count("o200k_base")
     texts = bench_corpus()[:300] + ["alpha beta gamma delta epsilon zeta eta theta"] * 3
     assert [counter.count(t) for t in texts] == [reference(t) for t in texts]
-    words = tokens._word_counts("o200k_base", counter.backend)
+    words = counter._words
     assert len(words.first) <= 5 and len(words.spaced) <= 5
 
 
