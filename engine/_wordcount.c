@@ -1,17 +1,21 @@
 /* The word-count cache of engine/tokens.py, looked up in C.
  *
- * ``BPECounter`` counts a text as the sum of the counts of its space-separated parts when every part
- * was seen before (engine/tokens.py explains why that sum is exact). In Python that costs a
- * ``str.split`` and a dict lookup per part, about 4 us for 400 bytes; here the parts are hashed in
- * place, without making a string of each, which makes the common case about ten times cheaper.
+ * ``BPECounter`` counts a text as the sum of the counts of its space-separated parts (engine/tokens.py
+ * explains why that sum is exact). In Python that costs a ``str.split`` and a dict lookup per part,
+ * about 4 us for 400 bytes; here the parts are hashed in place, without making a string of each.
  *
- * This module only answers; it never decides what is safe to cache. The Python side adds parts it
- * has counted and checked (first parts ending in a non-space, later parts with non-space edges),
- * and takes over whenever this module cannot give the whole answer. Only ASCII text is looked up
- * (a compact ASCII str holds its characters as bytes); anything else is the Python path's.
+ * A part not cached yet is split further, into runs of digits and of other characters (see
+ * part_count for why no token crosses such a boundary), so a new line number, timestamp or version
+ * string costs a few lookups of runs seen before instead of a tokenizer call. A run seen the first
+ * time is counted with the Python callable the table was made with (the exact BPE core) and kept.
+ *
+ * Only ASCII text is looked up (a compact ASCII str holds its characters as bytes), and a part with
+ * whitespace other than the separating spaces (tab, newline, ...) is never split: for those the
+ * lookup answers None and the Python path counts, which also teaches this table whole parts.
  *
  * Built as an optional extension: without a C compiler ctxledger installs and counts the same,
- * only slower (tests/test_tokens_fast.py checks both paths give tiktoken's counts).
+ * only slower (tests/test_tokens_fast.py and tests/test_wordcount_native.py check both paths give
+ * tiktoken's counts).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -130,28 +134,59 @@ table_put(Table *t, const char *s, size_t n, int32_t count)
 
 typedef struct {
     PyObject_HEAD
-    Table first;  /* count(part) of a text's first part */
+    Table first;  /* count(run): a run of a part's digits (three at most) or other characters */
     Table spaced; /* count(" " + part) of the parts after a space */
     long long space; /* count(" "): a text ending in one space after a word */
+    PyObject *count; /* the exact count of one (ASCII) string: for a run seen the first time */
 } WordTable;
 
 static int
 WordTable_init(WordTable *self, PyObject *args, PyObject *kwds)
 {
-    static char *keywords[] = {"space", NULL};
+    static char *keywords[] = {"space", "count", NULL};
     long long space;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "L", keywords, &space))
+    PyObject *count;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "LO", keywords, &space, &count))
         return -1;
+    if (!PyCallable_Check(count)) {
+        PyErr_SetString(PyExc_TypeError, "count must be callable");
+        return -1;
+    }
     self->space = space;
+    Py_INCREF(count);
+    Py_XSETREF(self->count, count);
+    return 0;
+}
+
+static int
+WordTable_traverse(WordTable *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->count);
+    return 0;
+}
+
+static int
+WordTable_tp_clear(WordTable *self)
+{
+    Py_CLEAR(self->count);
     return 0;
 }
 
 static void
 WordTable_dealloc(WordTable *self)
 {
+    PyObject_GC_UnTrack(self);
+    WordTable_tp_clear(self);
     table_clear(&self->first);
     table_clear(&self->spaced);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Python's str.isspace() for an ASCII character: \t \n \v \f \r, \x1c-\x1f and the space. */
+static inline int
+ascii_space(char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f');
 }
 
 /* The characters of an ASCII str, or NULL (not a str, or not ASCII). */
@@ -170,6 +205,98 @@ ascii_chars(PyObject *text, Py_ssize_t *len)
     return (const char *)PyUnicode_DATA(text);
 }
 
+#define MAX_CALLS 8 /* new runs counted one by one per text; beyond, the caller counts the text whole */
+
+static inline int
+ascii_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* count(prefix + run) with prefix "" or " ": from table t, else from the count callable (and kept).
+   1: *out is set; 0: better counted whole by the caller; -1: an error is set. */
+static int
+run_count(WordTable *self, Table *t, const char *p, size_t n, int spaced, int *calls, long long *out)
+{
+    int32_t cached;
+    if (table_get(t, p, n, &cached)) {
+        *out = cached;
+        return 1;
+    }
+    if (++*calls > MAX_CALLS)
+        return 0;
+    PyObject *run = PyUnicode_New((Py_ssize_t)n + spaced, 127);
+    if (run == NULL)
+        return -1;
+    char *chars = (char *)PyUnicode_DATA(run);
+    if (spaced)
+        chars[0] = ' ';
+    memcpy(chars + spaced, p, n);
+    PyObject *counted = PyObject_CallOneArg(self->count, run);
+    Py_DECREF(run);
+    if (counted == NULL)
+        return -1;
+    long long n_tokens = PyLong_AsLongLong(counted);
+    Py_DECREF(counted);
+    if (n_tokens == -1 && PyErr_Occurred())
+        return -1;
+    if (n_tokens < 0 || n_tokens > INT32_MAX)
+        return 0;
+    /* table_put looks the run up again: the callable may have run code that changed the table */
+    if (table_put(t, p, n, (int32_t)n_tokens) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *out = n_tokens;
+    return 1;
+}
+
+/* count(prefix + part) for a part without whitespace, prefix "" (a text's first part) or " ".
+ *
+ * Summed over the part's runs of digits and of other characters: in both encodings' split patterns
+ * only the \p{N}{1,3} alternative matches a digit and no alternative before or after it can take one
+ * (the letter alternatives' optional first character excludes \p{N}), and without whitespace no
+ * lookahead looks past a run, so no piece crosses a digit boundary. A run of digits is itself split
+ * into pieces of three from the left. A space before a digit is a piece of its own (\s+ takes it:
+ * nothing else matches a space followed by a digit). */
+static int
+part_count(WordTable *self, const char *p, const char *end, int spaced, int *calls, long long *out)
+{
+    long long total = 0, n;
+    for (const char *run = p; run < end;) {
+        int digits = ascii_digit(*run);
+        const char *run_end = run;
+        while (run_end < end && ascii_digit(*run_end) == digits) {
+            if (ascii_space(*run_end))
+                return 0;
+            run_end++;
+        }
+        int found;
+        if (digits) {
+            if (spaced && run == p)
+                total += self->space;
+            for (const char *group = run; group < run_end; group += 3) {
+                size_t size = run_end - group < 3 ? (size_t)(run_end - group) : 3;
+                found = run_count(self, &self->first, group, size, 0, calls, &n);
+                if (found <= 0)
+                    return found;
+                total += n;
+            }
+        } else {
+            if (spaced && run == p)
+                found = run_count(self, &self->spaced, run, (size_t)(run_end - run), 1, calls, &n);
+            else
+                found = run_count(self, &self->first, run, (size_t)(run_end - run), 0, calls, &n);
+            if (found <= 0)
+                return found;
+            total += n;
+        }
+        run = run_end;
+    }
+    *out = total;
+    return 1;
+}
+
 static PyObject *
 WordTable_lookup(WordTable *self, PyObject *text)
 {
@@ -180,8 +307,9 @@ WordTable_lookup(WordTable *self, PyObject *text)
     const char *end = s + len;
     const char *space = memchr(s, ' ', (size_t)len);
     const char *head_end = space ? space : end;
-    long long total = 0;
-    int32_t count;
+    long long total = 0, n;
+    int32_t cached;
+    int calls = 0, found;
     if (space != NULL) {
         for (const char *part = space + 1;;) {
             const char *next = memchr(part, ' ', (size_t)(end - part));
@@ -192,21 +320,27 @@ WordTable_lookup(WordTable *self, PyObject *text)
                 total += self->space; /* one space at the very end */
                 break;
             }
-            if (!table_get(&self->spaced, part, (size_t)(part_end - part), &count))
-                Py_RETURN_NONE;
-            total += count;
+            if (table_get(&self->spaced, part, (size_t)(part_end - part), &cached)) {
+                total += cached;
+            } else {
+                found = part_count(self, part, part_end, 1, &calls, &n);
+                if (found < 0)
+                    return NULL;
+                if (found == 0)
+                    Py_RETURN_NONE;
+                total += n;
+            }
             if (next == NULL)
                 break;
             part = next + 1;
         }
     }
-    if (table_get(&self->first, s, (size_t)(head_end - s), &count))
-        return PyLong_FromLongLong(total + count);
-    /* only the first part is new (a line number, a timestamp): the caller counts that part alone */
-    PyObject *head = PyUnicode_Substring(text, 0, head_end - s);
-    if (head == NULL)
+    found = part_count(self, s, head_end, 0, &calls, &n);
+    if (found < 0)
         return NULL;
-    return Py_BuildValue("(LN)", total, head);
+    if (found == 0)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong(total + n);
 }
 
 static PyObject *
@@ -251,14 +385,15 @@ WordTable_sizes(WordTable *self, PyObject *Py_UNUSED(ignored))
 
 static PyMethodDef WordTable_methods[] = {
     {"lookup", (PyCFunction)WordTable_lookup, METH_O,
-     "lookup(text) -> int | (int, str) | None\n\n"
-     "The count of an ASCII text whose parts are all cached; (the other parts' sum, first part) when\n"
-     "only the first part is new; None when the caller must count it another way."},
-    {"add_first", (PyCFunction)WordTable_add_first, METH_VARARGS, "add_first(part, count): cache count(part)."},
+     "lookup(text) -> int | None\n\n"
+     "The count of an ASCII text as the sum of its parts' counts, cached ones looked up, new ones\n"
+     "counted run by run with the count callable and kept; None when the caller must count it whole."},
+    {"add_first", (PyCFunction)WordTable_add_first, METH_VARARGS,
+     "add_first(run, count): cache count(run) (a run of digits or of other characters, no whitespace)."},
     {"add_spaced", (PyCFunction)WordTable_add_spaced, METH_VARARGS,
      "add_spaced(part, count): cache count(' ' + part)."},
     {"clear", (PyCFunction)WordTable_clear, METH_NOARGS, "Forget every cached part."},
-    {"sizes", (PyCFunction)WordTable_sizes, METH_NOARGS, "(first parts, spaced parts) cached."},
+    {"sizes", (PyCFunction)WordTable_sizes, METH_NOARGS, "(runs, spaced parts) cached."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -267,7 +402,9 @@ static PyTypeObject WordTableType = {
     .tp_name = "engine._wordcount.WordTable",
     .tp_doc = "Cached token counts of space-separated parts (ASCII), looked up without splitting.",
     .tp_basicsize = sizeof(WordTable),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)WordTable_traverse,
+    .tp_clear = (inquiry)WordTable_tp_clear,
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)WordTable_init,
     .tp_dealloc = (destructor)WordTable_dealloc,

@@ -155,15 +155,13 @@ class _WordCounts:
     counter of that encoding in the process; plain dicts, so threads can share it under the GIL).
     With the C extension built, ``table`` mirrors them for lookups without splitting the text."""
 
-    def __init__(self, space: int, accelerated: bool) -> None:
+    def __init__(self, space: int, count_ascii: Callable[[str], int] | None) -> None:
         self.first: dict[str, int] = {}  # count(part), for a text's first part
         self.spaced: dict[str, int] = {}  # count(" " + part), for the parts after a space
-        self.table = _WordTable(space) if accelerated else None
+        self.table = _WordTable(space, count_ascii) if count_ascii is not None else None
 
     def remember_first(self, part: str, n: int) -> None:
-        _remember(self.first, part, n)
-        if self.table is not None:
-            self.table.add_first(part, n)
+        _remember(self.first, part, n)  # the C table keeps runs, which it learns by itself
 
     def remember_spaced(self, part: str, n: int) -> None:
         _remember(self.spaced, part, n)
@@ -177,9 +175,24 @@ def _remember(cache: dict[str, int], part: str, n: int) -> None:
     cache[part] = n
 
 
-@functools.lru_cache(maxsize=8)
-def _word_counts(name: str, backend: str, space: int, accelerated: bool) -> _WordCounts:
-    return _WordCounts(space, accelerated)
+_word_counts_lock = threading.Lock()
+_word_counts_by_key: dict[tuple[str, str, bool], _WordCounts] = {}
+
+
+def _word_counts(name: str, backend: str, space: int, count_ascii: Callable[[str], int] | None) -> _WordCounts:
+    """The cache of one encoding and core, C-backed or not, shared in the process."""
+    key = (name, backend, count_ascii is not None)
+    with _word_counts_lock:
+        words = _word_counts_by_key.get(key)
+        if words is None:
+            words = _word_counts_by_key[key] = _WordCounts(space, count_ascii)
+    return words
+
+
+def _forget_word_counts() -> None:
+    """Start every cache afresh (tests)."""
+    with _word_counts_lock:
+        _word_counts_by_key.clear()
 
 
 def _ws(ch: str) -> bool:
@@ -237,35 +250,26 @@ class BPECounter:
                 else:
                     self.backend = "bpe-openai"
                 self._space = whole(" ")
-                words = _word_counts(self.name, self.backend, self._space, self.native)
+                # the C lookup counts ASCII parts only: no lone surrogate for the wrapper to catch
+                words = _word_counts(
+                    self.name, self.backend, self._space, getattr(whole, "core", whole) if self.native else None
+                )
                 self._words = words
                 self._first_get, self._spaced_getitem = words.first.get, words.spaced.__getitem__
                 if words.table is not None:
-                    self._lookup, self._add_first = words.table.lookup, words.table.add_first
-                    # the C lookup passes ASCII parts only: no lone surrogate for the wrapper to catch
-                    self._ascii = getattr(whole, "core", whole)
+                    self._lookup = words.table.lookup
                 self._whole = whole
         return self._whole
 
     def count(self, text: str) -> int:
         lookup = self._lookup
         if lookup is not None:
-            found = lookup(text)  # C: every part cached, or all but the first, or None
-            if found.__class__ is int:
-                return found
+            # C: the count when every part after the first is cached (a new first part is counted
+            # alone and kept in the C table), else None
+            found = lookup(text)
             if found is not None:
-                return self._count_first_part(text, *found)
+                return found
         return self._count_parts(text)
-
-    def _count_first_part(self, text: str, rest: int, head: str) -> int:
-        """Every part of an ASCII text but the first is cached (their counts sum to ``rest``). The
-        part is remembered in the C table only: the dicts serve the texts the C lookup passes on."""
-        if head and head[-1].isspace():  # no guaranteed boundary after it: count the text whole
-            return self._whole(text)
-        n = self._ascii(head)
-        if len(head) <= _MAX_WORD_CHARS:
-            self._add_first(head, n)
-        return n + rest
 
     def _count_parts(self, text: str) -> int:
         whole = self._whole or self._load()

@@ -28,27 +28,85 @@ def test_an_install_with_a_c_compiler_builds_the_extension():
 needs_c = pytest.mark.skipif(WordTable is None, reason="engine._wordcount is not built (no C compiler)")
 
 
+def counting(seen: list[str]):
+    """A count callable for a table: one token per character, recording what it was asked."""
+
+    def count(part: str) -> int:
+        seen.append(part)
+        return len(part)
+
+    return count
+
+
 @needs_c
-def test_the_table_answers_a_count_the_first_part_or_nothing():
-    table = WordTable(space=1)
+def test_the_table_sums_cached_parts_and_counts_new_ones_run_by_run():
+    asked: list[str] = []
+    table = WordTable(space=1, count=counting(asked))
     table.add_first("GET", 1)
     for word, n in (("/health", 2), ("503", 1), ("ok", 1)):
         table.add_spaced(word, n)
-    assert table.lookup("GET /health 503") == 4
-    assert table.lookup("GET /health 503 ") == 5  # one trailing space is a piece of its own
-    assert table.lookup("POST /health 503") == (3, "POST")  # only the first part is new
-    assert table.lookup("[1-7]") == (0, "[1-7]")  # a text of one new part
-    assert table.lookup("GET /health 504") is None  # a later part is new
-    assert table.lookup("GET  /health") is None  # two spaces: not a sum of parts
-    assert table.lookup("GET /health  ") is None
-    assert table.lookup("GET /hé") is None  # not ASCII: the Python path's
-    assert table.lookup(b"GET") is None and table.lookup(3) is None
-    assert table.sizes() == (1, 3)
+    assert table.lookup("GET /health 503") == 1 + 2 + 1
+    assert table.lookup("GET /health 503 ") == 1 + 2 + 1 + 1  # one trailing space is a piece of its own
+    assert asked == []
+    assert table.lookup("POST /health") == 4 + 2  # a new first part: counted alone...
+    assert table.lookup("POST ok") == 4 + 1  # ...and kept
+    assert asked == ["POST"]
+    asked.clear()
+    # new parts are split into runs of digits (in threes from the left) and of other characters;
+    # the first run after a space carries it, except a digit run (the space is a piece of its own)
+    assert table.lookup("[1-7]") == 5
+    assert asked == ["[", "1", "-", "7", "]"]
+    asked.clear()
+    assert table.lookup("GET v2.3.1") == 1 + len(" v") + 5
+    assert asked == [" v", "2", ".", "3"]
+    asked.clear()
+    assert table.lookup("GET 1234567") == 1 + 1 + 3 + 3 + 1
+    assert asked == ["123", "456"]
+    assert table.lookup("GET 4561237") == 1 + 1 + 3 + 3 + 1  # every run cached now
+    assert asked == ["123", "456"]
+    assert table.sizes() == (12, 4)
+
+
+@needs_c
+def test_the_table_leaves_to_python_what_it_cannot_sum():
+    asked: list[str] = []
+    table = WordTable(space=1, count=counting(asked))
+    for text in (
+        "GET  /health",  # two spaces: not a sum of parts
+        "GET /health  ",
+        "x\t /health",  # whitespace other than the separating space
+        "GET a\tb",
+        "GET a\n",
+        "GET /hé",  # not ASCII
+        b"GET",
+        3,
+    ):
+        assert table.lookup(text) is None, text
+    asked.clear()  # (what it counted before giving up is kept: counts of runs do not depend on the text)
+    nine_new = "a b c d e f g h i"
+    assert table.lookup(nine_new) is None  # more new runs than are worth counting one by one
+    assert len(asked) == 8
+    assert table.lookup(nine_new) == 1 + 8 * 2  # the eight it counted are kept: one call left to make
+    assert len(asked) == 9
+
+
+@needs_c
+def test_an_error_of_the_count_callable_propagates_and_keeps_nothing():
+    def broken(part: str) -> int:
+        raise RuntimeError("core gone")
+
+    table = WordTable(space=1, count=broken)
+    table.add_spaced("503", 1)
+    with pytest.raises(RuntimeError, match="core gone"):
+        table.lookup("GET 503")
+    assert table.sizes() == (0, 1)
+    with pytest.raises(TypeError):
+        WordTable(space=1, count=3)
 
 
 @needs_c
 def test_the_table_keeps_no_long_or_non_ascii_part_and_restarts_when_full():
-    table = WordTable(space=1)
+    table = WordTable(space=1, count=len)
     table.add_spaced("x" * 65, 9)
     table.add_spaced("héllo", 2)
     assert table.sizes() == (0, 0)
@@ -57,10 +115,11 @@ def test_the_table_keeps_no_long_or_non_ascii_part_and_restarts_when_full():
     for i in range(65_536):
         table.add_spaced(f"w{i}", 2)
     assert table.sizes() == (0, 65_536)
-    assert table.lookup("a w65535") == (2, "a")
+    assert table.lookup("a w65535") == 1 + 2
     table.add_spaced("one-more", 3)  # full: the table restarts with this part alone
-    assert table.sizes() == (0, 1)
-    assert table.lookup("a w65535") is None and table.lookup("a one-more") == (3, "a")
+    assert table.sizes() == (1, 1)
+    assert table.lookup("a one-more") == 1 + 3
+    assert table.lookup("a w65535") == 1 + len(" w") + 3 + 2  # counted again, run by run
     table.clear()
     assert table.sizes() == (0, 0)
 
@@ -75,9 +134,10 @@ def test_the_c_and_python_lookups_count_every_text_alike_and_like_tiktoken(seed,
     words = ["billing-api", "503", "14:02", "retry", "[a]", "x\x1f", "\x0bq", "don't", "v2.3.1", ""]
     texts = []
     for i in range(size):
-        parts = [f"[{seed % 97}-{i}]"] + [rng.choice(words) for _ in range(rng.randint(0, 30))]
+        numbers = [str(rng.randint(0, 10**9)), f"v{rng.randint(0, 99)}.{rng.randint(0, 999)}", f"{rng.random():.6f}ms"]
+        parts = [f"[{seed % 97}-{i}]"] + [rng.choice(words + numbers) for _ in range(rng.randint(0, 30))]
         texts.append(rng.choice([" ", " ", " ", "  ", "\n", "\t "]).join(parts) + rng.choice(["", "", " ", "\n"]))
-    tokens._word_counts.cache_clear()
+    tokens._forget_word_counts()
     native, python = BPECounter(native=True), BPECounter(native=False)
     reference = tokens._encoding("o200k_base").encode_ordinary
     for text in texts:
