@@ -22,12 +22,27 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Parts are read eight characters at a time as little-endian integers (see scan_part). Elsewhere
+   the build fails, and, the extension being optional, ctxledger counts in Python instead. */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "engine._wordcount needs a little-endian target and GCC or Clang"
+#endif
+
 #define MAX_WORDS 65536  /* per table; the table restarts when full, like the Python dicts */
 #define MAX_WORD_LEN 64  /* longer parts are never cached */
 
+/* A part's identity: its hash, its first (up to) eight characters and its length. Comparing the
+   first two settles almost every lookup without touching the stored characters. */
 typedef struct {
     uint64_t hash;
-    uint32_t offset; /* into the arena */
+    uint64_t head; /* the first min(len, 8) characters, little-endian, zero-padded */
+    size_t len;
+} Key;
+
+typedef struct {
+    uint64_t hash;
+    uint64_t head;
+    uint32_t offset; /* of the characters after the eighth, in the arena */
     uint16_t len;
     uint16_t used;
     int32_t count;
@@ -37,19 +52,111 @@ typedef struct {
     Slot *slots;
     size_t capacity; /* a power of two, at least twice the number of entries */
     size_t size;
-    char *arena; /* the cached parts' characters, back to back */
+    char *arena; /* the cached parts' characters beyond the eighth, back to back */
     size_t arena_len, arena_capacity;
 } Table;
 
+#define K1 0x9E3779B97F4A7C15ULL
+#define K2 0xC2B2AE3D27D4EB4FULL
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
 static inline uint64_t
-fnv1a(const char *s, size_t n)
+load8(const char *p)
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ULL;
+    uint64_t v;
+    memcpy(&v, p, 8); /* one unaligned load */
+    return v;
+}
+
+/* The lowest byte of v that is a space, as a mask with its high bit set (0: none). Bytes above
+   the lowest match may be flagged wrongly; only the lowest is used. */
+static inline uint64_t
+space_bytes(uint64_t v)
+{
+    uint64_t x = v ^ (ONES * (uint64_t)' ');
+    return (x - ONES) & ~x & HIGHS;
+}
+
+static inline uint64_t
+mix_chunk(uint64_t h, uint64_t chunk)
+{
+    h = (h ^ chunk) * K1;
+    return h ^ (h >> 31);
+}
+
+static inline uint64_t
+finish(uint64_t h, uint64_t tail, size_t len)
+{
+    h = (h ^ tail ^ ((uint64_t)len << 56)) * K1;
+    h ^= h >> 33;
+    h *= K2;
+    return h ^ (h >> 29);
+}
+
+/* The bytes p[0..n) (n < 8) as a little-endian integer. */
+static inline uint64_t
+load_tail(const char *p, size_t n)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)(unsigned char)p[i] << (8 * i);
+    return v;
+}
+
+/* The key of p[0..n). */
+static inline Key
+make_key(const char *p, size_t n)
+{
+    uint64_t h = 0, head = 0;
+    size_t i = 0;
+    for (; n - i >= 8; i += 8) {
+        uint64_t chunk = load8(p + i);
+        if (i == 0)
+            head = chunk;
+        h = mix_chunk(h, chunk);
     }
-    return h;
+    uint64_t tail = load_tail(p + i, n - i);
+    if (i == 0)
+        head = tail;
+    return (Key){finish(h, tail, n), head, n};
+}
+
+/* The part starting at p: it ends at the next space or at end. Sets its key, returns its end.
+   Computes the same key as make_key, eight characters at a time while eight remain. */
+static inline const char *
+scan_part(const char *p, const char *end, Key *key)
+{
+    uint64_t h = 0, head = 0, tail = 0;
+    const char *q = p;
+    for (;;) {
+        if (end - q >= 8) {
+            uint64_t v = load8(q);
+            uint64_t spaces = space_bytes(v);
+            if (spaces == 0) {
+                if (q == p)
+                    head = v;
+                h = mix_chunk(h, v);
+                q += 8;
+                continue;
+            }
+            int k = __builtin_ctzll(spaces) / 8; /* characters before the space */
+            tail = k ? v & (~0ULL >> (64 - 8 * k)) : 0;
+            q += k;
+        } else {
+            const char *stop = memchr(q, ' ', (size_t)(end - q));
+            if (stop == NULL)
+                stop = end;
+            tail = load_tail(q, (size_t)(stop - q));
+            q = stop;
+        }
+        break;
+    }
+    size_t n = (size_t)(q - p);
+    if (n < 8)
+        head = tail;
+    *key = (Key){finish(h, tail, n), head, n};
+    return q;
 }
 
 static void
@@ -61,17 +168,17 @@ table_clear(Table *t)
 }
 
 static inline int
-table_get(const Table *t, const char *s, size_t n, int32_t *count)
+table_get(const Table *t, const char *s, const Key *key, int32_t *count)
 {
-    if (t->size == 0 || n > MAX_WORD_LEN)
+    if (t->size == 0 || key->len > MAX_WORD_LEN)
         return 0;
-    uint64_t h = fnv1a(s, n);
     size_t mask = t->capacity - 1;
-    for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+    for (size_t i = (size_t)key->hash & mask;; i = (i + 1) & mask) {
         const Slot *e = &t->slots[i];
         if (!e->used)
             return 0;
-        if (e->hash == h && e->len == n && memcmp(t->arena + e->offset, s, n) == 0) {
+        if (e->hash == key->hash && e->head == key->head && e->len == key->len
+            && (key->len <= 8 || memcmp(t->arena + e->offset, s + 8, key->len - 8) == 0)) {
             *count = e->count;
             return 1;
         }
@@ -108,15 +215,17 @@ static int
 table_put(Table *t, const char *s, size_t n, int32_t count)
 {
     int32_t existing;
-    if (n > MAX_WORD_LEN || table_get(t, s, n, &existing))
+    Key key = make_key(s, n);
+    if (n > MAX_WORD_LEN || table_get(t, s, &key, &existing))
         return 0;
     if (t->size >= MAX_WORDS)
         table_clear(t);
     if ((t->size + 1) * 2 > t->capacity && table_grow(t) < 0)
         return -1;
-    if (t->arena_len + n > t->arena_capacity) {
+    size_t rest = n > 8 ? n - 8 : 0;
+    if (t->arena_len + rest > t->arena_capacity) {
         size_t capacity = t->arena_capacity ? t->arena_capacity * 2 : 4096;
-        while (capacity < t->arena_len + n)
+        while (capacity < t->arena_len + rest)
             capacity *= 2;
         char *arena = PyMem_Realloc(t->arena, capacity);
         if (arena == NULL)
@@ -124,9 +233,10 @@ table_put(Table *t, const char *s, size_t n, int32_t count)
         t->arena = arena;
         t->arena_capacity = capacity;
     }
-    memcpy(t->arena + t->arena_len, s, n);
-    Slot entry = {fnv1a(s, n), (uint32_t)t->arena_len, (uint16_t)n, 1, count};
-    t->arena_len += n;
+    if (rest)
+        memcpy(t->arena + t->arena_len, s + 8, rest);
+    Slot entry = {key.hash, key.head, (uint32_t)t->arena_len, (uint16_t)n, 1, count};
+    t->arena_len += rest;
     slot_place(t->slots, t->capacity, entry);
     t->size++;
     return 0;
@@ -219,7 +329,8 @@ static int
 run_count(WordTable *self, Table *t, const char *p, size_t n, int spaced, int *calls, long long *out)
 {
     int32_t cached;
-    if (table_get(t, p, n, &cached)) {
+    Key key = make_key(p, n);
+    if (table_get(t, p, &key, &cached)) {
         *out = cached;
         return 1;
     }
@@ -312,15 +423,15 @@ WordTable_lookup(WordTable *self, PyObject *text)
     int calls = 0, found;
     if (space != NULL) {
         for (const char *part = space + 1;;) {
-            const char *next = memchr(part, ' ', (size_t)(end - part));
-            const char *part_end = next ? next : end;
-            if (part_end == part) {
-                if (next != NULL)
+            Key key;
+            const char *part_end = scan_part(part, end, &key);
+            if (key.len == 0) {
+                if (part_end < end)
                     Py_RETURN_NONE; /* two spaces in a row: not a sum of parts */
                 total += self->space; /* one space at the very end */
                 break;
             }
-            if (table_get(&self->spaced, part, (size_t)(part_end - part), &cached)) {
+            if (table_get(&self->spaced, part, &key, &cached)) {
                 total += cached;
             } else {
                 found = part_count(self, part, part_end, 1, &calls, &n);
@@ -330,9 +441,9 @@ WordTable_lookup(WordTable *self, PyObject *text)
                     Py_RETURN_NONE;
                 total += n;
             }
-            if (next == NULL)
+            if (part_end == end)
                 break;
-            part = next + 1;
+            part = part_end + 1;
         }
     }
     found = part_count(self, s, head_end, 0, &calls, &n);
