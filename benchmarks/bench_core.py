@@ -235,6 +235,49 @@ def bench_interleaved(tmp: Path, n: int, variants: dict, repeats: int = 3) -> di
     return out
 
 
+def bench_floor(tmp: Path, n: int, repeats: int = 3) -> list[float]:
+    """A reference, not a variant: per event only what any hash-chained msgpack event log written from
+    Python does (build the event, encode it, chain its BLAKE2b hash), rows inserted by sqlite3 in the
+    same batches; no validation, no buffer fold, no session. Alternating batch by batch with raw
+    sqlite3 inserting the same rows, like bench_interleaved. Returns the ratios."""
+    from engine.codec import CHAIN_DIGEST_SIZE, TOPICS, encode_event, chain_hash
+    from engine.events import Observed, now
+
+    topic = TOPICS[Observed]
+    ratios = []
+    for rep in range(repeats):
+        texts = corpus(n, 200 + rep)
+        floor = _raw_connection(fresh_db(tmp, "floor"))
+        raw = _raw_connection(fresh_db(tmp, "floor-raw"))
+        sid, prev, floor_s, raw_s = "0" * 32, bytes(CHAIN_DIGEST_SIZE), 0.0, 0.0
+        gc.collect()
+        for start in range(0, n, BATCH):
+            t0 = time.perf_counter()
+            rows = []
+            for i in range(start, min(start + BATCH, n)):
+                ev = Observed(
+                    originator_version=i + 2, at=now(), prev=prev, span_id=f"o{i + 1}", text=texts[i],
+                    role="tool", kind="tool_result", meta=dict({"tool_call_id": "c"}), tokens=len(texts[i]) // 4,
+                )
+                payload = encode_event(ev)
+                prev = chain_hash(payload)
+                rows.append((sid, i + 2, topic, payload))
+            floor.execute("BEGIN")
+            floor.executemany("INSERT INTO stored_events VALUES (?,?,?,?)", rows)
+            floor.execute("COMMIT")
+            floor_s += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            raw.execute("BEGIN")
+            raw.executemany("INSERT INTO stored_events VALUES (?,?,?,?)", rows)
+            raw.execute("COMMIT")
+            raw_s += time.perf_counter() - t0
+        floor.close()
+        raw.close()
+        ratios.append(raw_s / floor_s)
+        print(f"floor {rep}: {raw_s / floor_s:.2f}", flush=True)
+    return ratios
+
+
 def verify_counts(n: int, rounds: int) -> int:
     """Every text the benchmark will observe, counted by the default counter and by the bpe-openai core
     alone, must equal tiktoken's count: the fast paths are only trusted after this."""
@@ -274,6 +317,7 @@ def observe_section(tmp: Path, n: int = 20_000, rounds: int = 7) -> str:
     before = load_average()
     res = bench_batched_observe(tmp, n, variants, rounds)
     interleaved = bench_interleaved(tmp, n, variants)
+    floor = bench_floor(tmp, n)
     after = load_average()
     lookup = "C lookup" if default.native else "Python lookup (engine._wordcount not built)"
     labels = {
@@ -317,6 +361,9 @@ def observe_section(tmp: Path, n: int = 20_000, rounds: int = 7) -> str:
             f"| {labels[k]} | **{statistics.median(v):.2f}** ({min(v):.2f}–{max(v):.2f}) |"
             for k, v in interleaved.items()
         ],
+        f"| reference, not ctxledger: only build each event, msgpack-encode it and chain its BLAKE2b hash "
+        f"(no validation, no buffer fold), rows inserted by sqlite3 | {statistics.median(floor):.2f} "
+        f"({min(floor):.2f}–{max(floor):.2f}) |",
         "",
         f"**Disk**: {res['tokens']['disk_per_text_byte']:.2f} bytes on disk per byte of observed text (target ≤ 2; "
         "peers on this machine kind: 4.7 for one-JSON-file-per-event, ~1,500 for whole-history checkpoints).",
