@@ -130,9 +130,7 @@ def _raw_observe(tmp: Path, rows: list[tuple]) -> float:
     gc.collect()
     t0 = time.perf_counter()
     for start in range(0, n, BATCH):
-        con.execute("BEGIN")
-        con.executemany("INSERT INTO stored_events VALUES (?,?,?,?)", rows[start : start + BATCH])
-        con.execute("COMMIT")
+        _insert_batch(con, rows[start : start + BATCH])
     rate = n / (time.perf_counter() - t0)
     con.close()
     return rate
@@ -190,6 +188,15 @@ def _raw_connection(path: str) -> sqlite3.Connection:
     return con
 
 
+def _insert_batch(con: sqlite3.Connection, rows: list[tuple]) -> float:
+    """One transaction of rows, as raw sqlite3 writes it; returns the seconds it took."""
+    t0 = time.perf_counter()
+    con.execute("BEGIN")
+    con.executemany("INSERT INTO stored_events VALUES (?,?,?,?)", rows)
+    con.execute("COMMIT")
+    return time.perf_counter() - t0
+
+
 def bench_interleaved(tmp: Path, n: int, variants: dict, repeats: int = 3) -> dict[str, list[float]]:
     """The same comparison with the two sides alternating batch by batch: each of ours' batches is
     followed by raw sqlite3 inserting the rows it just stored (read back outside the timing), so a
@@ -222,11 +229,7 @@ def bench_interleaved(tmp: Path, n: int, variants: dict, repeats: int = 3) -> di
                     "WHERE originator_id=? AND originator_version>? ORDER BY originator_version",
                     (sid, before),
                 ).fetchall()
-                t0 = time.perf_counter()
-                raw.execute("BEGIN")
-                raw.executemany("INSERT INTO stored_events VALUES (?,?,?,?)", rows)
-                raw.execute("COMMIT")
-                raw_s += time.perf_counter() - t0
+                raw_s += _insert_batch(raw, rows)
             reader.close()
             raw.close()
             ledger.close()
@@ -262,15 +265,9 @@ def bench_floor(tmp: Path, n: int, repeats: int = 3) -> list[float]:
                 payload = encode_event(ev)
                 prev = chain_hash(payload)
                 rows.append((sid, i + 2, topic, payload))
-            floor.execute("BEGIN")
-            floor.executemany("INSERT INTO stored_events VALUES (?,?,?,?)", rows)
-            floor.execute("COMMIT")
+            _insert_batch(floor, rows)
             floor_s += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            raw.execute("BEGIN")
-            raw.executemany("INSERT INTO stored_events VALUES (?,?,?,?)", rows)
-            raw.execute("COMMIT")
-            raw_s += time.perf_counter() - t0
+            raw_s += _insert_batch(raw, rows)
         floor.close()
         raw.close()
         ratios.append(raw_s / floor_s)
