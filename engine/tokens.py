@@ -156,7 +156,8 @@ _LEARN_PER_TEXT = 8  # a text of more new parts is counted whole and teaches the
 class _WordCounts:
     """The counts of the space-separated parts seen so far, for one encoding (shared by every
     counter of that encoding in the process; plain dicts, so threads can share it under the GIL).
-    With the C extension built, ``table`` mirrors them for lookups without splitting the text."""
+    With the C extension built, ``table`` answers first: it keeps counts of runs it counted itself
+    and of the words the Python path learns (engine/_wordcount.c)."""
 
     def __init__(self, space: int, count_ascii: Callable[[str], int] | None) -> None:
         self.first: dict[str, int] = {}  # count(part), for a text's first part
@@ -267,8 +268,8 @@ class BPECounter:
     def count(self, text: str) -> int:
         lookup = self._lookup
         if lookup is not None:
-            # C: the count when every part after the first is cached (a new first part is counted
-            # alone and kept in the C table), else None
+            # C: the count, parts not seen before counted run by run and kept; None leaves the text
+            # to the Python path (not ASCII, whitespace other than single spaces, many new runs)
             found = lookup(text)
             if found is not None:
                 return found
