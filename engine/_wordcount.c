@@ -336,6 +336,10 @@ run_count(WordTable *self, Table *t, const char *p, size_t n, int spaced, int *c
     }
     if (++*calls > MAX_CALLS)
         return 0;
+    if (self->count == NULL) { /* made with WordTable.__new__ alone */
+        PyErr_SetString(PyExc_TypeError, "WordTable was not initialised with a count callable");
+        return -1;
+    }
     PyObject *run = PyUnicode_New((Py_ssize_t)n + spaced, 127);
     if (run == NULL)
         return -1;

@@ -102,6 +102,9 @@ def test_an_error_of_the_count_callable_propagates_and_keeps_nothing():
     assert table.sizes() == (0, 1)
     with pytest.raises(TypeError):
         WordTable(space=1, count=3)
+    uninitialised = WordTable.__new__(WordTable)
+    with pytest.raises(TypeError, match="count callable"):
+        uninitialised.lookup("GET 503")
 
 
 @needs_c
