@@ -68,6 +68,27 @@ def test_the_table_sums_cached_parts_and_counts_new_ones_run_by_run():
 
 
 @needs_c
+def test_a_cached_part_is_found_at_every_length_and_distance_from_the_end():
+    """Parts are hashed eight characters at a time while at least eight remain, byte by byte near the
+    end of the text: a part stored once must be found whichever way it was read."""
+    asked: list[str] = []
+    table = WordTable(space=1, count=counting(asked))
+    table.add_first("x", 1)
+    for length in range(1, 30):
+        # letters and digits: a part the whole-part lookup missed would be counted run by run
+        part = "".join("ab1cd2ef3g"[(i * 7 + length) % 10] for i in range(length))
+        table.add_spaced(part, 100 + length)
+        for after in ("", " y", " yy", " yyyyyyy", " yyyyyyyy", " " + part):
+            if after and after[1:] != part:
+                table.add_spaced(after[1:], len(after) - 1)
+            expected = 1 + 100 + length + (len(after) - 1 if after else 0)
+            if after == " " + part:
+                expected = 1 + 2 * (100 + length)
+            assert table.lookup("x " + part + after) == expected, (part, after)
+        assert asked == []  # every part was found whole: nothing counted run by run
+
+
+@needs_c
 def test_the_table_leaves_to_python_what_it_cannot_sum():
     asked: list[str] = []
     table = WordTable(space=1, count=counting(asked))
