@@ -89,6 +89,17 @@ class PlainTiktoken:
         return len(self._encode(text))
 
 
+def _observe_batch(s, texts: list[str], counter) -> None:
+    """One ``with s.batch():`` of tool results; ``counter=None``: the caller passes ``tokens=`` (a
+    quarter of the length)."""
+    with s.batch():
+        for text in texts:
+            if counter is None:
+                s.observe(text, role="tool", kind="tool_result", meta={"tool_call_id": "c"}, tokens=len(text) // 4)
+            else:
+                s.observe(text, role="tool", kind="tool_result", meta={"tool_call_id": "c"})
+
+
 def _ours_observe(tmp: Path, texts: list[str], counter) -> tuple[float, int, str, str]:
     """``counter=None``: the caller passes ``tokens=`` (a quarter of the length)."""
     path = fresh_db(tmp, "observe")
@@ -98,12 +109,7 @@ def _ours_observe(tmp: Path, texts: list[str], counter) -> tuple[float, int, str
     gc.collect()
     t0 = time.perf_counter()
     for start in range(0, n, BATCH):
-        with s.batch():
-            for i in range(start, min(start + BATCH, n)):
-                if counter is None:
-                    s.observe(texts[i], role="tool", kind="tool_result", meta={"tool_call_id": "c"}, tokens=len(texts[i]) // 4)
-                else:
-                    s.observe(texts[i], role="tool", kind="tool_result", meta={"tool_call_id": "c"})
+        _observe_batch(s, texts[start : start + BATCH], counter)
     rate = n / (time.perf_counter() - t0)
     sid = s.id.hex
     ledger.close()
@@ -216,13 +222,7 @@ def bench_interleaved(tmp: Path, n: int, variants: dict, repeats: int = 3) -> di
             for start in range(0, n, BATCH):
                 before = s.position
                 t0 = time.perf_counter()
-                with s.batch():
-                    for i in range(start, min(start + BATCH, n)):
-                        if counter is None:
-                            s.observe(texts[i], role="tool", kind="tool_result", meta={"tool_call_id": "c"},
-                                      tokens=len(texts[i]) // 4)
-                        else:
-                            s.observe(texts[i], role="tool", kind="tool_result", meta={"tool_call_id": "c"})
+                _observe_batch(s, texts[start : start + BATCH], counter)
                 ours_s += time.perf_counter() - t0
                 rows = reader.execute(
                     "SELECT originator_id, originator_version, topic, state FROM stored_events "

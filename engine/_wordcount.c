@@ -473,12 +473,6 @@ add_to(Table *t, PyObject *args)
 }
 
 static PyObject *
-WordTable_add_first(WordTable *self, PyObject *args)
-{
-    return add_to(&self->first, args);
-}
-
-static PyObject *
 WordTable_add_spaced(WordTable *self, PyObject *args)
 {
     return add_to(&self->spaced, args);
@@ -503,8 +497,6 @@ static PyMethodDef WordTable_methods[] = {
      "lookup(text) -> int | None\n\n"
      "The count of an ASCII text as the sum of its parts' counts, cached ones looked up, new ones\n"
      "counted run by run with the count callable and kept; None when the caller must count it whole."},
-    {"add_first", (PyCFunction)WordTable_add_first, METH_VARARGS,
-     "add_first(run, count): cache count(run) (a run of digits or of other characters, no whitespace)."},
     {"add_spaced", (PyCFunction)WordTable_add_spaced, METH_VARARGS,
      "add_spaced(part, count): cache count(' ' + part)."},
     {"clear", (PyCFunction)WordTable_clear, METH_NOARGS, "Forget every cached part."},

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from datetime import datetime, timezone
 from collections.abc import Callable, Iterator, Sequence
 from hashlib import blake2b as _blake2b
 from typing import Any
@@ -50,9 +49,6 @@ from projections.checking import Checker, Source, gate_errors
 
 _force_setattr = msgspec.structs.force_setattr
 _OBSERVED_KINDS = OBSERVED_KINDS
-_MAX_TEXT_BYTES = validate.MAX_TEXT_BYTES
-_UTC = timezone.utc
-_now = datetime.now  # events.now(), without the call in the hot path
 
 __all__ = ["Session", "SessionView", "VerifyResult"]
 
@@ -564,7 +560,7 @@ class Session(_Reader):
         result, a model reply as produced). Returns the new live span ``o<n>``."""
         # The hot path: the common valid shapes are recognised with cheap checks; anything else
         # goes through the full validators, which raise the typed errors (or accept it).
-        if not (type(text) is str and text.isascii() and 0 < len(text) <= _MAX_TEXT_BYTES and not text.isspace()):
+        if not (type(text) is str and text.isascii() and 0 < len(text) <= validate.MAX_TEXT_BYTES and not text.isspace()):
             validate.text(text)
         if role not in ROLES:  # a tuple: an unhashable role is simply not in it
             validate.role(role)
@@ -579,13 +575,11 @@ class Session(_Reader):
             tokens = self.counter.count(text)
         elif tokens.__class__ is not int or tokens < 0:
             tokens = self._count(text, tokens)
-        if self._stale:
-            self._reload()
-        state = self._live_state
+        state = self._state
         span_id = f"o{state.n_obs + 1}"
         self._append(
             Observed(
-                originator_version=state.version + 1, at=_now(_UTC), prev=self._head,
+                originator_version=state.version + 1, at=now(), prev=self._head,
                 span_id=span_id, text=text, role=role, kind=kind, meta=meta, tokens=tokens, by=by,
             )
         )

@@ -179,24 +179,12 @@ def _remember(cache: dict[str, int], part: str, n: int) -> None:
     cache[part] = n
 
 
-_word_counts_lock = threading.Lock()
-_word_counts_by_key: dict[tuple[str, str, bool], _WordCounts] = {}
-
-
-def _word_counts(name: str, backend: str, space: int, count_ascii: Callable[[str], int] | None) -> _WordCounts:
-    """The cache of one encoding and core, C-backed or not, shared in the process."""
-    key = (name, backend, count_ascii is not None)
-    with _word_counts_lock:
-        words = _word_counts_by_key.get(key)
-        if words is None:
-            words = _word_counts_by_key[key] = _WordCounts(space, count_ascii)
-    return words
-
-
-def _forget_word_counts() -> None:
-    """Start every cache afresh (tests)."""
-    with _word_counts_lock:
-        _word_counts_by_key.clear()
+@functools.lru_cache(maxsize=8)
+def _word_counts(name: str, backend: str, native: bool) -> _WordCounts:
+    """The cache of one encoding and core, looked up in C or not, shared in the process."""
+    whole = _rust_bpe_count(name) if backend == "bpe-openai" else _tiktoken_count(name)
+    # the C lookup counts ASCII runs only: no lone surrogate for the wrapper to catch
+    return _WordCounts(whole(" "), getattr(whole, "core", whole) if native else None)
 
 
 def _ws(ch: str) -> bool:
@@ -254,10 +242,7 @@ class BPECounter:
                 else:
                     self.backend = "bpe-openai"
                 self._space = whole(" ")
-                # the C lookup counts ASCII parts only: no lone surrogate for the wrapper to catch
-                words = _word_counts(
-                    self.name, self.backend, self._space, getattr(whole, "core", whole) if self.native else None
-                )
+                words = _word_counts(self.name, self.backend, self.native)
                 self._words = words
                 self._first_get, self._spaced_getitem = words.first.get, words.spaced.__getitem__
                 if words.table is not None:

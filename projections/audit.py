@@ -198,17 +198,21 @@ class _Fold:
             self._mismatch(ev, expect_ids, expect_pos)
 
     def _mismatch(self, ev: Rewritten, expect_ids: list[str], expect_pos: list[int]) -> None:
+        self._source_mismatch(
+            ev,
+            f"the rewrite at position {ev.originator_version} records {ev.span_id}'s sources as "
+            f"{_ids(ev.sources)} at {_ids(ev.source_positions)}, but its inputs "
+            f"{_ids(ev.inputs)} came from {_ids(expect_ids)} at {_ids(expect_pos)}",
+        )
+
+    def _source_mismatch(self, ev: Rewritten | Rederived, message: str) -> None:
         self.findings.append(
             Finding(
                 kind=SOURCE_MISMATCH,
                 severity="error",
                 span_ids=(ev.span_id,),
                 positions=(ev.originator_version,),
-                message=(
-                    f"the rewrite at position {ev.originator_version} records {ev.span_id}'s sources as "
-                    f"{_ids(ev.sources)} at {_ids(ev.source_positions)}, but its inputs "
-                    f"{_ids(ev.inputs)} came from {_ids(expect_ids)} at {_ids(expect_pos)}"
-                ),
+                message=message,
             )
         )
 
@@ -218,17 +222,10 @@ class _Fold:
             return
         if tuple(ev.sources) != span.sources or tuple(ev.source_positions) != span.source_positions:
             self.source_texts.pop(ev.span_id, None)
-            self.findings.append(
-                Finding(
-                    kind=SOURCE_MISMATCH,
-                    severity="error",
-                    span_ids=(ev.span_id,),
-                    positions=(ev.originator_version,),
-                    message=(
-                        f"the re-derivation of {ev.span_id} at position {ev.originator_version} claims sources "
-                        f"{_ids(ev.sources)}, but {ev.span_id} was made from {_ids(span.sources)}"
-                    ),
-                )
+            self._source_mismatch(
+                ev,
+                f"the re-derivation of {ev.span_id} at position {ev.originator_version} claims sources "
+                f"{_ids(ev.sources)}, but {ev.span_id} was made from {_ids(span.sources)}",
             )
 
     def _refused(self, ev: RewriteRefused) -> None:
@@ -288,6 +285,11 @@ def _compare(rebuilt: BufferState, state: BufferState, position: int) -> Finding
     )
 
 
+def _source(observed: Span | Observed) -> Source:
+    """An observation as the checkers read it (harness text grounds but is marked as such)."""
+    return Source(observed.text, observed.role, bool(observed.meta.get("harness")))
+
+
 def _sources_of(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Event | None]) -> tuple[list[Source], list[Finding]]:
     """A live derived span's original observations (text and role), and findings about them."""
     findings: list[Finding] = []
@@ -321,7 +323,7 @@ def _sources_of(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Eve
         return [], findings
     captured = fold.source_texts.get(span.id)
     if captured is not None and tuple(c.position for c in captured) == span.source_positions:
-        return [Source(c.text, c.role, bool(c.meta.get("harness"))) for c in captured], findings
+        return [_source(c) for c in captured], findings
     texts: list[Source] = []
     for span_id, position in zip(span.sources, span.source_positions):
         if position not in cache:
@@ -331,7 +333,7 @@ def _sources_of(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Eve
                 cache[position] = None
         ev = cache[position]
         if type(ev) is Observed and ev.span_id == span_id:
-            texts.append(Source(ev.text, ev.role, bool(ev.meta.get("harness"))))
+            texts.append(_source(ev))
             continue
         what = "is not in the log" if ev is None else f"holds a {type(ev).__name__} of {getattr(ev, 'span_id', '?')}"
         findings.append(

@@ -335,6 +335,23 @@ def test_a_restarted_proxy_continues_the_session_without_duplicates(fake, origin
         assert not any(type(e).__name__ == "Pruned" for e in s.events())
 
 
+def _post_turns(url: str, session: str, who: str, turns: int, errors: list[BaseException]) -> None:
+    """One writer of a shared session: ``turns`` user messages through the proxy at ``url``."""
+    try:
+        for i in range(turns):
+            httpx.post(f"{url}/v1/chat/completions", headers={"X-Ctxledger-Session": session}, timeout=30,
+                       json={"model": "m", "messages": [{"role": "user", "content": f"{who} {i}"}]}).raise_for_status()
+    except BaseException as e:  # pragma: no cover - reported by the caller
+        errors.append(e)
+
+
+def _run_all(threads: list[threading.Thread]) -> None:
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+
+
 def test_sixteen_sessions_in_parallel_and_one_session_from_two_proxies(fake, origin, tmp_path):
     db = _db(tmp_path)
     errors: list[BaseException] = []
@@ -351,19 +368,10 @@ def test_sixteen_sessions_in_parallel_and_one_session_from_two_proxies(fake, ori
 
         threads = [threading.Thread(target=agent, args=(k,)) for k in range(16)]
         # and one shared session written through both proxies at once
-        def shared(u: str, who: str) -> None:
-            try:
-                for i in range(5):
-                    httpx.post(f"{u}/v1/chat/completions", headers={"X-Ctxledger-Session": "shared"},
-                               json={"model": "m", "messages": [{"role": "user", "content": f"{who} {i}"}]}).raise_for_status()
-            except BaseException as e:  # pragma: no cover
-                errors.append(e)
-
-        threads += [threading.Thread(target=shared, args=(u, w)) for u, w in ((url, "a"), (url2, "b"))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        threads += [
+            threading.Thread(target=_post_turns, args=(u, "shared", w, 5, errors)) for u, w in ((url, "a"), (url2, "b"))
+        ]
+        _run_all(threads)
         assert not errors
         assert proxy.health.report()["counts"]["store_errors"] == 0 == proxy2.health.report()["counts"]["store_errors"]
     with Ledger.open(db) as ledger:
@@ -555,20 +563,10 @@ def test_two_proxies_on_postgresql_share_a_session(fake, origin):
     try:
         with running(origin, url_db) as (url, proxy), running(origin, url_db) as (url2, proxy2):
             errors: list[BaseException] = []
-
-            def writer(u: str, who: str) -> None:
-                try:
-                    for i in range(6):
-                        httpx.post(f"{u}/v1/chat/completions", headers={"X-Ctxledger-Session": "pg-shared"}, timeout=30,
-                                   json={"model": "m", "messages": [{"role": "user", "content": f"{who} {i}"}]}).raise_for_status()
-                except BaseException as e:  # pragma: no cover - reported below
-                    errors.append(e)
-
-            threads = [threading.Thread(target=writer, args=(u, w)) for u, w in ((url, "a"), (url2, "b"))]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(60)
+            _run_all([
+                threading.Thread(target=_post_turns, args=(u, "pg-shared", w, 6, errors))
+                for u, w in ((url, "a"), (url2, "b"))
+            ])
             assert not errors
             assert proxy.health.report()["counts"]["store_errors"] == 0 == proxy2.health.report()["counts"]["store_errors"]
         with Ledger.open(url_db) as ledger:
