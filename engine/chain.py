@@ -7,7 +7,6 @@ early, ``explain_chain`` walks the stored log again event by event to say where 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from uuid import UUID
@@ -15,13 +14,7 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import StoredEvent
 
-from engine.codec import (
-    CHAIN_DIGEST_SIZE,
-    SESSION_DECODERS,
-    chain_hash,
-    decode_payload,
-    encode_payload,
-)
+from engine.codec import SESSION_DECODERS, chain_hash, decode_payload, encode_payload
 from engine.errors import LedgerError
 from engine.events import Event, SessionStarted
 from engine.store import LAST_POSITION, LogStore, error_message, storage_error
@@ -112,8 +105,7 @@ class ChainWalk:
                 except Exception:
                     self.ok = False
                     break
-        blake2b = hashlib.blake2b
-        digests = [blake2b(payload, digest_size=CHAIN_DIGEST_SIZE).digest() for payload in payloads[: len(events)]]
+        digests = [chain_hash(payload) for payload in payloads[: len(events)]]
         verified: list[Event] = []
         prev, expected = self.head, self.last + 1
         for (position, _, _), ev, digest in zip(rows, events, digests):
@@ -141,7 +133,7 @@ class ChainWalk:
                 self.ok = False
                 break
             payload = encode_payload(msgspec.structs.replace(ev, originator_id=None))
-            self.head = hashlib.blake2b(payload, digest_size=CHAIN_DIGEST_SIZE).digest()
+            self.head = chain_hash(payload)
             self.last += 1
             verified.append(ev)
         return verified

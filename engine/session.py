@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from hashlib import blake2b as _blake2b
 from typing import Any
 from uuid import UUID
 
@@ -17,7 +16,7 @@ import msgspec
 
 from engine import validate
 from engine.chain import ChainWalk, VerifyResult, verify_chain
-from engine.codec import CHAIN_DIGEST_SIZE, chain_hash, encode_event
+from engine.codec import chain_hash, encode_event
 from engine.errors import (
     InvalidInputError,
     LedgerError,
@@ -482,7 +481,7 @@ class Session(_Reader):
         state = self._live_state
         _force_setattr(ev, "originator_id", state.session_id)
         self._live_state = apply(state, ev, self._load)
-        self._head = _blake2b(payload, digest_size=CHAIN_DIGEST_SIZE).digest()  # chain_hash, inlined
+        self._head = chain_hash(payload)
         self._pending.append(ev)
         self._payloads.append(payload)
         self.bytes_since_snapshot += len(payload)
