@@ -38,11 +38,32 @@ SQLITE_FACTORY = "engine.stores:SQLiteFactory"
 # (~20 us, more than the rest of a single-event save). Our pool keeps the usual cache.
 STATEMENT_CACHE = 64
 
-# Checkpoint the WAL every 256 pages (1 MiB) instead of SQLite's 1000: while the WAL file grows,
-# every durable commit's fsync also journals the file's new size, and a smaller WAL stops growing
-# (and is rewritten in place) sooner. Measured here: a durable one-event commit on a fresh store
-# ~160 us instead of ~180-200 us; batched commits and commits on a store in use unchanged.
+# When SQLite checkpoints the WAL (copies its pages into the database file and fsyncs it), chosen
+# by the size of the commit that was just made:
+# - after a one-event commit, once the WAL holds 256 pages (1 MiB): while the WAL file grows, every
+#   durable commit's fsync also journals the file's new size, and a smaller WAL stops growing (and
+#   is rewritten in place) sooner. Measured: 1,000 durable one-event commits on a fresh store ran
+#   ~13% faster than with 1000 pages (2,650 vs 2,310 commits/s, medians of 6 alternating runs);
+# - after a commit of several events, at SQLite's default of 1000 pages (4 MiB): a batch writes many
+#   pages per commit, so fewer checkpoints (each two fsyncs) is what counts. Measured: 100-event
+#   commits ran at 0.96 of raw sqlite3 inserting the same rows, against 0.89 with 256 pages.
 WAL_AUTOCHECKPOINT = 256
+WAL_AUTOCHECKPOINT_BATCH = 1000
+
+
+class _Connection(SQLiteConnection):
+    """A pooled connection that remembers its ``wal_autocheckpoint`` setting."""
+
+    def __init__(self, sqlite_conn: sqlite3.Connection, max_age: float | None, autocheckpoint: int):
+        super().__init__(sqlite_conn=sqlite_conn, max_age=max_age)
+        self.autocheckpoint = autocheckpoint
+
+    def checkpoint_after(self, rows: int) -> None:
+        """Set the WAL checkpoint threshold for a commit of ``rows`` events."""
+        pages = WAL_AUTOCHECKPOINT if rows == 1 else WAL_AUTOCHECKPOINT_BATCH
+        if pages != self.autocheckpoint:
+            self._sqlite_conn.execute(f"PRAGMA wal_autocheckpoint={int(pages)}")
+            self.autocheckpoint = pages
 
 
 class _ConnectionPool(SQLiteConnectionPool):
@@ -50,7 +71,7 @@ class _ConnectionPool(SQLiteConnectionPool):
     # written before COMMIT returns) but not of the machine; FULL (the default) fsyncs every commit.
     synchronous = "FULL"
 
-    def _create_connection(self) -> SQLiteConnection:
+    def _create_connection(self) -> _Connection:
         try:
             c = sqlite3.connect(
                 database=self.db_name,
@@ -71,7 +92,7 @@ class _ConnectionPool(SQLiteConnectionPool):
         if self.synchronous != "FULL":
             c.execute(f"PRAGMA synchronous={self.synchronous}")
         c.row_factory = sqlite3.Row  # eventsourcing's own recorders read columns by name
-        return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
+        return _Connection(sqlite_conn=c, max_age=self.max_age, autocheckpoint=WAL_AUTOCHECKPOINT)
 
 
 class SQLiteFactory(_SQLiteFactory):
@@ -136,6 +157,7 @@ class FastSQLiteApplicationRecorder(SQLiteApplicationRecorder):
         try:
             c = conn._sqlite_conn
             try:
+                conn.checkpoint_after(len(params))
                 c.execute("BEGIN")
                 try:
                     c.executemany(self.insert_events_statement, params)

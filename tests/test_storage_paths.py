@@ -166,3 +166,23 @@ def test_the_fast_chain_walk_and_the_explaining_walk_agree(tmp_path):
     fork.observe("after the fork")
     assert fork.verify().head == explain_chain(ledger.store, fork.id, fork.position).head
     ledger.close()
+
+
+def test_a_batch_leaves_the_wal_to_grow_and_a_single_event_commit_checkpoints_it(tmp_path):
+    """A commit of many events checkpoints the WAL at SQLite's 1000 pages, a one-event commit at 256
+    (engine/stores.py says why): seen from outside as the database file growing when the WAL's pages
+    are copied into it."""
+    path = tmp_path / "l.db"
+    ledger = open_sqlite(path)
+    s = ledger.create_session("a")
+    before = path.stat().st_size
+    with s.batch():  # ~400 pages of WAL: over the one-event threshold, under the batch one
+        for i in range(400):
+            s.observe(f"observation {i} " + "x" * 3_000, tokens=750)
+    assert path.stat().st_size == before, "a 400-page batch was checkpointed at once"
+    s.observe("one more", tokens=2)
+    assert path.stat().st_size > 400 * 3_000, "the one-event commit after it did not checkpoint"
+    ledger.close()
+    reopened = open_sqlite(path)
+    assert len(reopened.session("a").spans()) == 401
+    reopened.close()
