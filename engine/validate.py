@@ -79,42 +79,36 @@ def kind(value: Any, allowed: tuple[str, ...] = KINDS) -> str:
     return value
 
 
-_SCALARS = (str, int, float, bool, type(None))
-
-
-def _flat(value: dict) -> bool:
-    """Flat ASCII keys and finite JSON scalars (the common case: tool call ids) round-trip
-    through JSON unchanged, so they skip the round trip."""
-    for k, v in value.items():
-        if type(k) is not str or not k.isascii():
-            return False
-        t = type(v)
-        if t is str:
-            if len(v) > 4096 or not v.isascii():
-                return False
-        elif t is float:
-            if v - v != 0:
-                return False
-        elif t is int:
-            if not _INT_MIN <= v <= _INT_MAX:
-                return False
-        elif t not in _SCALARS:
-            return False
-    return True
-
-
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what the log's msgpack encoding can hold
 
 
 def meta(value: Any) -> dict[str, Any]:
+    if value.__class__ is dict and 0 < len(value) <= 8:
+        # The common case, a few flat ASCII keys with finite JSON scalars (tool call ids): such a
+        # dict round-trips through JSON unchanged, so it is copied instead.
+        for k, v in value.items():
+            if k.__class__ is not str or not k.isascii():
+                break
+            t = v.__class__
+            if t is str:
+                if len(v) > 4096 or not v.isascii():
+                    break
+            elif t is int:
+                if not _INT_MIN <= v <= _INT_MAX:
+                    break
+            elif t is float:
+                if v - v != 0:  # inf or nan
+                    break
+            elif t is not bool and v is not None:
+                break
+        else:
+            return value.copy()
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise InvalidInputError(f"meta must be a dict, not {type(value).__name__}")
     if not value:
         return {}
-    if len(value) <= 8 and _flat(value):
-        return dict(value)
     for key in value:
         if not isinstance(key, str):
             raise InvalidInputError(f"meta keys must be str; got {key!r}")
