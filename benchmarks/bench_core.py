@@ -145,7 +145,7 @@ def _raw_observe(tmp: Path, rows: list[tuple]) -> float:
 QUIET = 0.7  # a round counts as uncontended when raw sqlite3 ran at >= 70% of the fastest raw round
 
 
-def bench_batched_observe(tmp: Path, n: int, variants: dict, rounds: int = 7) -> dict[str, dict]:
+def bench_batched_observe(tmp: Path, n: int, variants: dict, rounds: int = 9) -> dict[str, dict]:
     """Rounds of: for each variant, ours then raw sqlite3 with the rows ours just stored, each on fresh
     files. Every round observes new texts (``corpus(n, round)``), so no count is remembered from an
     earlier round. Medians of each side, the median of the per-round ratios and their spread."""
@@ -300,7 +300,7 @@ def load_average() -> str:
         return "load: " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def observe_section(tmp: Path, n: int = 20_000, rounds: int = 7) -> str:
+def observe_section(tmp: Path, n: int = 20_000, rounds: int = 9) -> str:
     default = BPECounter("o200k_base")
     tiktoken_core = BPECounter("o200k_base", fast=False)
     variants = {
@@ -466,7 +466,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="10k and 100k events only")
     ap.add_argument("--no-write", action="store_true", help="print, do not update RESULTS.md")
     ap.add_argument("--observe-only", action="store_true", help="only the batched-observe table")
-    ap.add_argument("--rounds", type=int, default=7, help="rounds of the batched-observe table")
+    ap.add_argument("--rounds", type=int, default=9, help="rounds of the batched-observe table")
     args = ap.parse_args()
     sizes = [10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000]
     tmp = Path(tempfile.mkdtemp(prefix="ctxledger-bench-"))
