@@ -133,8 +133,11 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "engine._chainhash", "The hash chain's BLAKE2b digest in C (see engine/codec.py).", -1,
-    methods,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "engine._chainhash",
+    .m_doc = "The hash chain's BLAKE2b digest in C (see engine/codec.py).",
+    .m_size = -1,
+    .m_methods = methods,
 };
 
 PyMODINIT_FUNC PyInit__chainhash(void) {
