@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import _raw_sqlite as raw_sqlite  # noqa: E402
 from _results import machine, write_section  # noqa: E402
 from engine import BPECounter, EstimateCounter, Ledger  # noqa: E402
 
@@ -116,36 +117,26 @@ def _ours_observe(tmp: Path, texts: list[str], counter) -> tuple[float, int, str
     return rate, file_bytes(path), sid, path
 
 
-def _stored_rows(path: str, sid: str) -> list[tuple]:
-    con = sqlite3.connect(path)
-    rows = con.execute(
-        "SELECT originator_id, originator_version, topic, state FROM stored_events WHERE originator_id=? "
-        "AND topic='ctxledger:Observed' ORDER BY originator_version",
-        (sid,),
-    ).fetchall()
-    con.close()
-    return rows
-
-
 def _raw_observe(tmp: Path, rows: list[tuple]) -> float:
     """The rows ctxledger stored, byte for byte, inserted by raw sqlite3 with the same batch size into
     the same table (eventsourcing's schema), WAL, synchronous=FULL (SQLite's default, which ctxledger
     runs with too)."""
-    con = _raw_connection(fresh_db(tmp, "raw"))
+    con = raw_sqlite.connect(fresh_db(tmp, "raw"))
     n = len(rows)
     gc.collect()
     t0 = time.perf_counter()
     for start in range(0, n, BATCH):
-        _insert_batch(con, rows[start : start + BATCH])
+        raw_sqlite.insert(con, rows[start : start + BATCH])
     rate = n / (time.perf_counter() - t0)
     con.close()
     return rate
 
 
+ROUNDS = 9  # of the batched-observe table: round medians move by ±0.05 from run to run on a shared machine
 QUIET = 0.7  # a round counts as uncontended when raw sqlite3 ran at >= 70% of the fastest raw round
 
 
-def bench_batched_observe(tmp: Path, n: int, variants: dict, rounds: int = 9) -> dict[str, dict]:
+def bench_batched_observe(tmp: Path, n: int, variants: dict, rounds: int = ROUNDS) -> dict[str, dict]:
     """Rounds of: for each variant, ours then raw sqlite3 with the rows ours just stored, each on fresh
     files. Every round observes new texts (``corpus(n, round)``), so no count is remembered from an
     earlier round. Medians of each side, the median of the per-round ratios and their spread."""
@@ -158,7 +149,7 @@ def bench_batched_observe(tmp: Path, n: int, variants: dict, rounds: int = 9) ->
         texts = corpus(n, r)
         for name, counter in variants.items():
             rate, disk, sid, path = _ours_observe(tmp, texts, counter)
-            raw_rate = _raw_observe(tmp, _stored_rows(path, sid))
+            raw_rate = _raw_observe(tmp, raw_sqlite.stored_rows(path, sid))
             out[name]["ours"].append(rate)
             out[name]["raw"].append(raw_rate)
             out[name]["ratio"].append(rate / raw_rate)
@@ -183,26 +174,6 @@ def bench_batched_observe(tmp: Path, n: int, variants: dict, rounds: int = 9) ->
     }
 
 
-def _raw_connection(path: str) -> sqlite3.Connection:
-    con = sqlite3.connect(path, isolation_level=None)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=FULL")
-    con.execute(
-        "CREATE TABLE stored_events (originator_id TEXT, originator_version INTEGER, topic TEXT, "
-        "state BLOB, PRIMARY KEY (originator_id, originator_version))"
-    )
-    return con
-
-
-def _insert_batch(con: sqlite3.Connection, rows: list[tuple]) -> float:
-    """One transaction of rows, as raw sqlite3 writes it; returns the seconds it took."""
-    t0 = time.perf_counter()
-    con.execute("BEGIN")
-    con.executemany("INSERT INTO stored_events VALUES (?,?,?,?)", rows)
-    con.execute("COMMIT")
-    return time.perf_counter() - t0
-
-
 def bench_interleaved(tmp: Path, n: int, variants: dict, repeats: int = 3) -> dict[str, list[float]]:
     """The same comparison with the two sides alternating batch by batch: each of ours' batches is
     followed by raw sqlite3 inserting the rows it just stored (read back outside the timing), so a
@@ -216,7 +187,7 @@ def bench_interleaved(tmp: Path, n: int, variants: dict, repeats: int = 3) -> di
             s = ledger.create_session("bench")
             sid = s.id.hex
             reader = sqlite3.connect(path)
-            raw = _raw_connection(fresh_db(tmp, "interleaved-raw"))
+            raw = raw_sqlite.connect(fresh_db(tmp, "interleaved-raw"))
             ours_s = raw_s = 0.0
             gc.collect()
             for start in range(0, n, BATCH):
@@ -229,7 +200,7 @@ def bench_interleaved(tmp: Path, n: int, variants: dict, repeats: int = 3) -> di
                     "WHERE originator_id=? AND originator_version>? ORDER BY originator_version",
                     (sid, before),
                 ).fetchall()
-                raw_s += _insert_batch(raw, rows)
+                raw_s += raw_sqlite.insert(raw, rows)
             reader.close()
             raw.close()
             ledger.close()
@@ -250,8 +221,8 @@ def bench_floor(tmp: Path, n: int, repeats: int = 3) -> list[float]:
     ratios = []
     for rep in range(repeats):
         texts = corpus(n, 200 + rep)
-        floor = _raw_connection(fresh_db(tmp, "floor"))
-        raw = _raw_connection(fresh_db(tmp, "floor-raw"))
+        floor = raw_sqlite.connect(fresh_db(tmp, "floor"))
+        raw = raw_sqlite.connect(fresh_db(tmp, "floor-raw"))
         sid, prev, floor_s, raw_s = "0" * 32, bytes(CHAIN_DIGEST_SIZE), 0.0, 0.0
         gc.collect()
         for start in range(0, n, BATCH):
@@ -265,9 +236,9 @@ def bench_floor(tmp: Path, n: int, repeats: int = 3) -> list[float]:
                 payload = encode_event(ev)
                 prev = chain_hash(payload)
                 rows.append((sid, i + 2, topic, payload))
-            _insert_batch(floor, rows)
+            raw_sqlite.insert(floor, rows)
             floor_s += time.perf_counter() - t0
-            raw_s += _insert_batch(raw, rows)
+            raw_s += raw_sqlite.insert(raw, rows)
         floor.close()
         raw.close()
         ratios.append(raw_s / floor_s)
@@ -300,7 +271,7 @@ def load_average() -> str:
         return "load: " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def observe_section(tmp: Path, n: int = 20_000, rounds: int = 9) -> str:
+def observe_section(tmp: Path, n: int = 20_000, rounds: int = ROUNDS) -> str:
     default = BPECounter("o200k_base")
     tiktoken_core = BPECounter("o200k_base", fast=False)
     variants = {
@@ -466,7 +437,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="10k and 100k events only")
     ap.add_argument("--no-write", action="store_true", help="print, do not update RESULTS.md")
     ap.add_argument("--observe-only", action="store_true", help="only the batched-observe table")
-    ap.add_argument("--rounds", type=int, default=9, help="rounds of the batched-observe table")
+    ap.add_argument("--rounds", type=int, default=ROUNDS, help="rounds of the batched-observe table")
     args = ap.parse_args()
     sizes = [10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000]
     tmp = Path(tempfile.mkdtemp(prefix="ctxledger-bench-"))

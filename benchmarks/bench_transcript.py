@@ -34,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import _raw_sqlite as raw_sqlite  # noqa: E402
 from _results import machine, write_section  # noqa: E402
 from engine import EstimateCounter, Ledger  # noqa: E402
 from engine.demo.workload import generate  # noqa: E402
@@ -102,36 +103,13 @@ def ledger_write(path: Path, evs: list[dict], batch: int, counter=None) -> float
     return dt
 
 
-def stored_rows(path: Path) -> list[tuple]:
-    """The rows ctxledger stored for the session's events, as they are in its table."""
-    con = sqlite3.connect(path)
-    try:
-        return con.execute(
-            "SELECT originator_id, originator_version, topic, state FROM stored_events "
-            "WHERE topic != 'ctxledger:LedgerCreated' ORDER BY originator_version"
-        ).fetchall()
-    finally:
-        con.close()
-
-
 def sqlite_write(path: Path, rows: list[tuple]) -> float:
     """SQLite's own floor for the durable row: raw sqlite3 inserting the rows ctxledger stored, one per
-    transaction, into the same table (WAL, synchronous=FULL, as ctxledger runs)."""
+    transaction, into the same table."""
     _fresh(path)
-    con = sqlite3.connect(path, isolation_level=None)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=FULL")
-    con.execute(
-        "CREATE TABLE stored_events (originator_id TEXT, originator_version INTEGER, topic TEXT, state BLOB, "
-        "PRIMARY KEY (originator_id, originator_version))"
-    )
+    con = raw_sqlite.connect(path)
     gc.collect()
-    t0 = time.perf_counter()
-    for row in rows:
-        con.execute("BEGIN")
-        con.execute("INSERT INTO stored_events VALUES (?,?,?,?)", row)
-        con.execute("COMMIT")
-    dt = time.perf_counter() - t0
+    dt = sum(raw_sqlite.insert(con, [row]) for row in rows)
     con.close()
     return dt
 
@@ -201,7 +179,7 @@ def main() -> None:
         pair("durable: fsync per event / one event per transaction (target ≥ 0.8)", n_durable,
              lambda: jsonl_write(jl, durable, 1), lambda: ledger_write(db, durable, 1))
         # how much of the durable row is SQLite's own cost on this disk: the same rows, raw sqlite3
-        rows_stored = stored_rows(db)[-n_durable:]
+        rows_stored = raw_sqlite.stored_rows(db)
         floor = [(jsonl_write(jl, durable, 1), sqlite_write(d / "raw.db", rows_stored), ledger_write(db, durable, 1))
                  for _ in range(runs)]
         floor_of_jsonl = statistics.median(tj / tr for tj, tr, _ in floor)

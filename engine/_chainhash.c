@@ -69,6 +69,8 @@ static void compress(uint64_t h[8], const uint8_t *block, uint64_t t, int last) 
     uint64_t v0 = h[0], v1 = h[1], v2 = h[2], v3 = h[3], v4 = h[4], v5 = h[5], v6 = h[6], v7 = h[7];
     uint64_t v8 = IV[0], v9 = IV[1], v10 = IV[2], v11 = IV[3];
     uint64_t v12 = IV[4] ^ t, v13 = IV[5], v14 = last ? ~IV[6] : IV[6], v15 = IV[7];
+    /* RFC 7693's message schedule, one permutation per round, written out so that every index is a
+       constant; the 11th and 12th rounds reuse the 1st and 2nd. */
     ROUND(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     ROUND(14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3);
     ROUND(11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4);

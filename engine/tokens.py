@@ -217,7 +217,7 @@ class BPECounter:
         self._native_arg = native
         self.backend = ""
         self._whole: Callable[[str], int] | None = None
-        self._lookup: Callable[[str], int | tuple[int, str] | None] | None = None
+        self._lookup: Callable[[str], int | None] | None = None
 
     def __getstate__(self) -> dict:  # picklable and copyable: the loaded core is rebuilt lazily
         return {"name": self.name, "fast": self.fast, "native": self._native_arg}
