@@ -25,12 +25,14 @@ from urllib.parse import urlsplit
 import httpx
 import msgspec
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from engine.errors import InvalidInputError, LedgerError
 from engine.importers.messages import canonical_message
+from engine.proxy.guard import TOKEN_HEADER, Guard
 from engine.proxy.naming import SESSION_HEADER, conversation_key, header_session, opening
 from engine.proxy.recording import Health, StoreWorker
 from engine.proxy.sse import SSESplitter, stream_assembler
@@ -42,7 +44,7 @@ log = logging.getLogger("ctxledger.proxy")
 CHAT_PATHS = {"/v1/chat/completions": "openai", "/chat/completions": "openai", "/v1/messages": "anthropic"}
 _HOP = {
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
-    "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding", SESSION_HEADER,
+    "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding", SESSION_HEADER, TOKEN_HEADER,
 }
 _MIN_REPLY_CHARS = 24  # replies shorter than this never identify a conversation
 _HOP_BACK = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "upgrade"}
@@ -82,6 +84,9 @@ class ProxyConfig(msgspec.Struct, kw_only=True):
     timeout: float = 600.0  # seconds the upstream may take between bytes
     store_wait: float = 2.0  # seconds a call waits for the store before it goes on without it
     connect_timeout: float = 10.0
+    token: str | None = None  # required in X-Ctxledger-Token when set (``--token``; needed off loopback)
+    allowed_hosts: tuple[str, ...] = ()  # Host names answered besides loopback ones (without a token)
+    allowed_origins: tuple[str, ...] = ()  # browser origins let in (none by default)
 
 
 def _without_credentials(url: str) -> str:
@@ -420,6 +425,10 @@ def create_app(config: ProxyConfig, open_ledger: Callable[[], Any]) -> Starlette
         *(Route(path, proxy.chat, methods=["POST"]) for path in CHAT_PATHS),
         Route("/{path:path}", proxy.passthrough, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
     ]
-    app = Starlette(routes=routes, lifespan=proxy.lifespan)
+    guard = Middleware(
+        Guard, token=config.token, allowed_hosts=config.allowed_hosts, allowed_origins=config.allowed_origins,
+        recorded=lambda path: path in CHAT_PATHS, refused=lambda kind: proxy.health.count("refused"),
+    )
+    app = Starlette(routes=routes, lifespan=proxy.lifespan, middleware=[guard])
     app.state.proxy = proxy
     return app

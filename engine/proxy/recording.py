@@ -47,6 +47,7 @@ class Health:
             "store_slow": 0,  # store operations the call stopped waiting for (they finish later)
             "conflict_retries": 0,
             "compactions": 0,
+            "refused": 0,  # requests the guard refused (browser origin, foreign Host, no token, not JSON)
         }
         self.last_store_error: dict[str, Any] | None = None
         self.store_failing = False
