@@ -8,6 +8,7 @@ from projections.blame import BlameHit, blame
 from projections.diff import Diff, DiffEntry, diff
 from projections.grounding import GroundingResult, check, gate_findings
 from projections.lineage import Lineage, LineageNode, LineageStep, lineage
+from projections.lost import LostCategory, LostItem, LostReport, lost
 from projections.timeline import Timeline, TimelinePoint, timeline
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "LineageNode",
     "LineageStep",
     "lineage",
+    "LostReport", "LostCategory", "LostItem", "lost",
     "Diff",
     "DiffEntry",
     "diff",

@@ -1,0 +1,137 @@
+"""One hook run: read the payload, record, audit, answer on stdout in the agent's own shape.
+
+What each event prints (both agents read the same shapes):
+
+- ``PreCompact``: nothing (exit 0 lets the compaction go on; Claude Code treats exit 2 as blocking
+  there, so this never exits 2);
+- ``PostCompact``: ``{"systemMessage": "..."}``, a one-line status for the user (PostCompact cannot add
+  model context in either CLI; Codex ignores plain stdout and rejects other JSON fields there);
+- ``SessionStart`` (source ``compact``): ``{"hookSpecificOutput": {"hookEventName": "SessionStart",
+  "additionalContext": notice}}``, added to the resumed model's context;
+- anything else: nothing.
+
+Every failure is caught here: one line on stderr, exit 0, and nothing half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, BinaryIO, TextIO
+
+from engine.hooks import AGENTS
+
+__all__ = ["main", "run", "Outcome"]
+
+USAGE = "usage: python -m engine.hooks {claude-code|codex} [--db URL] [--budget TOKENS] < payload.json"
+
+
+class Outcome:
+    """What one hook run produced: ``stdout`` for the agent, ``error`` (one line) if it failed."""
+
+    __slots__ = ("stdout", "error", "notice", "session")
+
+    def __init__(self, stdout: str = "", error: str = "", notice: Any = None, session: str = ""):
+        self.stdout, self.error, self.notice, self.session = stdout, error, notice, session
+
+
+def run(agent: str, raw: bytes, *, db: str | None = None, budget: int | None = None) -> Outcome:
+    """Handle one payload; never raises."""
+    try:
+        return _run(agent, raw, db, budget)
+    except Exception as e:  # noqa: BLE001 - a hook must never break the agent
+        message = getattr(e, "message", None) or f"{type(e).__name__}: {e}"
+        return Outcome(error=" ".join(str(message).split())[:300])
+
+
+def _run(agent: str, raw: bytes, db: str | None, budget: int | None) -> Outcome:
+    from engine.hooks.payload import parse
+
+    if agent not in AGENTS:
+        raise ValueError(f"unknown agent {agent!r}; the hooks serve {', '.join(AGENTS)}")
+    payload = parse(raw)
+    event = payload.hook_event_name
+    if event not in ("PreCompact", "PostCompact") and not (event == "SessionStart" and payload.source == "compact"):
+        return Outcome()  # not ours (an old settings entry, a wider matcher): nothing to do
+
+    from engine.hooks.notice import DEFAULT_BUDGET, compose, latest_compaction
+    from engine.hooks.record import record
+    from engine.hooks.state import default_db_url, remember
+    from engine.ledger import Ledger
+
+    url = db or os.environ.get("CTXLEDGER_URL") or default_db_url()
+    _ensure_folder(url)
+    with Ledger.open(url) as ledger:
+        result = record(ledger, agent, payload)
+        session = result.session
+        remember(agent, payload.cwd or os.getcwd(), session.name, url)
+        skipped = len(result.report.bad_lines)
+        warning = f"skipped {skipped} malformed transcript line(s)" if skipped else ""
+        if event == "PreCompact":
+            return Outcome(error=warning, session=session.name)
+        summary = latest_compaction(session)
+        if summary is None:
+            return Outcome(error=warning or f"no compaction in {payload.transcript_path} yet; nothing to check",
+                           session=session.name)
+        report = session.audit()
+        if event == "PostCompact":
+            mine = [f for f in report.findings if summary.id in f.span_ids and f.severity in ("error", "warning")]
+            status = (f"ctxledger: compaction recorded as {summary.id} in {session.name}; "
+                      + (f"the summary has {len(mine)} unsupported statement(s); the resumed model is told which"
+                         if mine else "its audit found nothing unsupported"))
+            return Outcome(stdout=json.dumps({"systemMessage": status}), error=warning, session=session.name)
+        notice = compose(session, summary, report, budget=budget or _env_budget() or DEFAULT_BUDGET,
+                         agent=agent, counter=ledger.counter)
+        out = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": notice.text}}
+        return Outcome(stdout=json.dumps(out, ensure_ascii=False), error=warning, notice=notice, session=session.name)
+
+
+def _env_budget() -> int | None:
+    value = os.environ.get("CTXLEDGER_NOTICE_BUDGET", "")
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def _ensure_folder(url: str) -> None:
+    """A SQLite store's folder exists (the default store lives in the user's data directory)."""
+    if url.startswith("sqlite:///"):
+        folder = os.path.dirname(os.path.expanduser(url[len("sqlite:///"):]))
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+
+
+def main(argv: list[str] | None = None, stdin: BinaryIO | None = None, stdout: TextIO | None = None,
+         stderr: TextIO | None = None) -> int:
+    """``python -m engine.hooks AGENT [--db URL] [--budget N]``: always returns 0 (see the module doc)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    agent, db, budget, bad = "", None, None, ""
+    while args:
+        a = args.pop(0)
+        if a in ("--db", "--budget") and args:
+            value = args.pop(0)
+            if a == "--db":
+                db = value
+            elif value.isdigit() and int(value) > 0:
+                budget = int(value)
+            else:
+                bad = f"--budget needs a positive number of tokens, not {value!r}"
+        elif not agent and not a.startswith("-"):
+            agent = a
+        else:
+            bad = f"unexpected argument {a!r}; {USAGE}"
+    try:
+        raw = (stdin or sys.stdin.buffer).read()
+    except (OSError, ValueError) as e:
+        raw, bad = b"", bad or f"cannot read stdin: {e}"
+    outcome = Outcome(error=bad) if bad else run(agent, raw, db=db, budget=budget)
+    try:
+        if outcome.stdout:
+            out.write(outcome.stdout + "\n")
+            out.flush()
+        if outcome.error:
+            err.write(f"ctxledger hook: {outcome.error}\n")
+            err.flush()
+    except (OSError, ValueError):
+        pass
+    return 0

@@ -1,0 +1,114 @@
+"""Where the hooks keep their own small state: which ledger session they recorded for which working
+directory (``ctxledger mcp --follow`` reads it), the store they wrote to, and a lock per session so
+two hooks racing on one session take turns.
+
+The directory is ``$CTXLEDGER_HOOKS_STATE``, else ``$XDG_STATE_HOME/ctxledger``, else
+``~/.local/state/ctxledger``. ``hooks.json`` maps ``agent -> cwd -> {session, db, at}``; it is
+replaced atomically (written beside, then renamed) under its own lock, mode 0600 (a PostgreSQL
+URL may hold a password).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["state_dir", "default_db_url", "remember", "recorded", "locked"]
+
+STATE_FILE = "hooks.json"
+
+
+def state_dir() -> Path:
+    explicit = os.environ.get("CTXLEDGER_HOOKS_STATE")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "ctxledger"
+
+
+def default_db_url() -> str:
+    """The store hooks write to when neither ``--db`` nor ``$CTXLEDGER_URL`` names one: one file for
+    every project, so ``mcp --follow`` finds a session whatever directory it was recorded from."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return f"sqlite:///{Path(base) / 'ctxledger' / 'hooks.db'}"
+
+
+@contextlib.contextmanager
+def locked(key: str, *, timeout: float = 20.0) -> Iterator[None]:
+    """An exclusive lock named ``key`` across processes (``fcntl.flock`` on a file in the state
+    directory); where there is no ``fcntl`` (Windows), no lock: the store's own optimistic
+    concurrency still refuses a doubled write."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    folder = state_dir() / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"another ctxledger hook has held {key!r} for {timeout:.0f} s") from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def remember(agent: str, cwd: str, session: str, db: str) -> None:
+    """Record that the hooks of ``agent`` wrote ``session`` (in store ``db``) for directory ``cwd``."""
+    folder = state_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / STATE_FILE
+    with locked("state-file"):
+        data = _read(path)
+        per_agent = data.setdefault(agent, {})
+        if not isinstance(per_agent, dict):
+            per_agent = data[agent] = {}
+        per_agent[os.path.normpath(cwd)] = {"session": session, "db": db, "at": time.time()}
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".hooks-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
+def recorded(agent: str, cwd: str) -> dict[str, Any] | None:
+    """What the hooks of ``agent`` last recorded for ``cwd`` or the nearest directory above it
+    (``{"session", "db", "at", "cwd"}``), or None."""
+    per_agent = _read(state_dir() / STATE_FILE).get(agent)
+    if not isinstance(per_agent, dict):
+        return None
+    here = Path(os.path.normpath(os.path.abspath(cwd)))
+    for folder in (here, *here.parents):
+        entry = per_agent.get(str(folder))
+        if isinstance(entry, dict) and isinstance(entry.get("session"), str) and isinstance(entry.get("db"), str):
+            return {**entry, "cwd": str(folder)}
+    return None
