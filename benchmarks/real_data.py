@@ -1,0 +1,143 @@
+"""Measurement data from real sessions, kept apart from the checker's rules.
+
+    python benchmarks/real_data.py          # what is here: transcripts, labels, planted and second-author counts
+
+Four sets, all plain JSON under ``benchmarks/data/``:
+
+- ``real/manifest.json``: the real Claude Code transcripts with a compaction (where each came from, its
+  licence, size, sha256, the line of its ``compact_boundary``). A path is relative to the repository root;
+  ``../shared/...`` is the shared data folder beside the checkout.
+- ``real_labels.json``: every claim of each real summary labelled by hand ``faithful``, ``unfaithful`` or
+  ``unverifiable``, with the transcript lines that support it (``evidence_lines``, 1-based lines of the main
+  file; ``compaction_call_lines`` for lines of the compaction call's own transcript) or a note saying why
+  nothing does.
+- ``planted_real.jsonl``: one invented sentence of a known kind to insert into a real summary after an
+  exact anchor (``plant(summary, case)`` does it).
+- ``second_author.jsonl``: faithful summaries of small source sets, written by hand in styles unlike the
+  drift set's generator.
+
+Transcripts fetched from public repositories are not committed here (only the shared one travels with the
+project); a manifest entry whose file is absent reports ``present: False`` and the callers skip it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "data"
+MANIFEST = DATA / "real" / "manifest.json"
+LABELS = DATA / "real_labels.json"
+PLANTED = DATA / "planted_real.jsonl"
+SECOND_AUTHOR = DATA / "second_author.jsonl"
+
+PLANTED_KINDS = (
+    "invented-quote",
+    "invented-instruction",
+    "false-completion",
+    "invented-number",
+    "invented-id",
+    "swapped-pairing",
+)
+LABEL_VALUES = ("faithful", "unfaithful", "unverifiable")
+
+__all__ = [
+    "LABEL_VALUES",
+    "PLANTED_KINDS",
+    "labels",
+    "plant",
+    "planted_cases",
+    "real_transcripts",
+    "resolve",
+    "second_author_cases",
+    "sha256_of",
+    "summary_text",
+]
+
+
+def resolve(path: str) -> Path:
+    """A data path (relative to the repository root, or absolute) as a filesystem path."""
+    p = Path(path)
+    return p if p.is_absolute() else (ROOT / p).resolve()
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def real_transcripts() -> list[dict]:
+    """The manifest's transcripts, each with ``present`` (the file is on this machine) and ``file``
+    (its resolved path) added."""
+    entries = json.loads(MANIFEST.read_text(encoding="utf-8"))["transcripts"]
+    out = []
+    for entry in entries:
+        entry = dict(entry)
+        entry["file"] = str(resolve(entry["path"]))
+        entry["present"] = Path(entry["file"]).is_file()
+        out.append(entry)
+    return out
+
+
+def labels() -> dict:
+    """``{transcript path: {"compaction_line", "claims": [...]}}`` as written."""
+    return json.loads(LABELS.read_text(encoding="utf-8"))
+
+
+def _jsonl(path: Path) -> list[dict]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def planted_cases() -> list[dict]:
+    return _jsonl(PLANTED)
+
+
+def second_author_cases() -> list[dict]:
+    return _jsonl(SECOND_AUTHOR)
+
+
+def summary_text(path: str, compaction_line: int) -> str:
+    """The text of the ``isCompactSummary`` line that follows the boundary at ``compaction_line``
+    (1-based), exactly as the transcript stores it."""
+    with resolve(path).open(encoding="utf-8") as f:
+        for number, raw in enumerate(f, 1):
+            if number == compaction_line + 1:
+                record = json.loads(raw)
+                break
+        else:
+            raise ValueError(f"{path} has no line {compaction_line + 1}")
+    if not record.get("isCompactSummary"):
+        raise ValueError(f"{path}:{compaction_line + 1} is not a compaction summary")
+    content = record["message"]["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content if isinstance(block, dict))
+
+
+def plant(summary: str, case: dict) -> str:
+    """``summary`` with the case's sentence inserted right after its anchor ``after`` (which must occur
+    exactly once), separated by the case's ``prefix`` (a space unless the case says otherwise, e.g. a
+    new list item)."""
+    anchor = case["after"]
+    count = summary.count(anchor)
+    if count != 1:
+        raise ValueError(f"case {case.get('id')}: anchor occurs {count} times, expected exactly once")
+    end = summary.index(anchor) + len(anchor)
+    return summary[:end] + case.get("prefix", " ") + case["sentence"] + summary[end:]
+
+
+def _main() -> None:
+    for t in real_transcripts():
+        print(f"{t['name']:<22} present={t['present']!s:<5} compactions={len(t['compactions'])} {t['path']}")
+    print(f"labelled compactions: {len(labels())}, claims: {sum(len(v['claims']) for v in labels().values())}")
+    kinds: dict[str, int] = {}
+    for case in planted_cases():
+        kinds[case["kind"]] = kinds.get(case["kind"], 0) + 1
+    print("planted:", ", ".join(f"{k} {kinds.get(k, 0)}" for k in PLANTED_KINDS))
+    print("second-author cases:", len(second_author_cases()))
+
+
+if __name__ == "__main__":
+    _main()
