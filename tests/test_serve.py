@@ -229,7 +229,7 @@ def test_unknown_session_position_or_span_is_404_with_a_message(client, store, p
     [
         ("/api/s/nope/at/1", 404, "UnknownSessionError"),
         ("/api/s/incident-7/at/99", 404, "PositionOutOfRangeError"),
-        ("/api/s/incident-7/at/x", 404, "PositionOutOfRangeError"),
+        ("/api/s/incident-7/at/x", 400, "InvalidInputError"),  # docs/serve.md: bad input is 400
         ("/api/s/nope/audit", 404, "UnknownSessionError"),
         ("/api/s/incident-7/span/o99", 404, "UnknownSpanError"),
         ("/api/s/incident-7/blame?q=", 400, "InvalidInputError"),
@@ -334,6 +334,13 @@ def test_cli_refuses_a_public_host_without_a_token(store, tmp_path):
     assert help_.exit_code == 0 and "Example:" in help_.output and "--token" in help_.output
 
 
+@pytest.mark.parametrize("token", ["a", "tok-123", "aaaaaaaaaaaaaaaaaaaaaaaa", "abababab12121212"])
+def test_cli_refuses_a_weak_token(tmp_path, token):
+    db = tmp_path / "weak.db"
+    r = CliRunner().invoke(main, ["--db", f"sqlite:///{db}", "serve", "--host", "0.0.0.0", "--token", token])
+    assert r.exit_code == 2 and "--token is too weak" in r.output and not db.exists()
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -360,12 +367,12 @@ def test_the_real_server_binds_loopback_and_checks_the_token(store, tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
-    proc, url = _serve(tmp_path, "--port", str(_free_port()), "--token", "tok-123")
+    proc, url = _serve(tmp_path, "--port", str(_free_port()), "--token", "tok-123-a-strong-Token-9x")
     try:
         bare = url.split("?")[0]
         assert httpx.get(bare, timeout=10).status_code == 401
         assert httpx.get(url, timeout=10).status_code == 200
-        assert httpx.get(bare + "api/s/incident-7/at/2", headers={"authorization": "Bearer tok-123"}, timeout=10).status_code == 200
+        assert httpx.get(bare + "api/s/incident-7/at/2", headers={"authorization": "Bearer tok-123-a-strong-Token-9x"}, timeout=10).status_code == 200
     finally:
         proc.terminate()
         proc.wait(10)

@@ -11,7 +11,11 @@
     GET /api/s/<session>/seek?from=n&dir=1|-1   the end of the next / previous compaction
     GET /api/s/<session>/span/<id>?at=n the span panel's data (JSON)
     GET /api/s/<session>/blame?q=..&at=n        blame (JSON)
+    GET /api/s/<session>/integrity      the hash chain's verdict for the head (JSON, kept per head)
     GET /s/<session>/state|span/<id>|lineage/<id>|blame|diff  the HTML fragments the script swaps in
+
+A session name is one percent-encoded path segment (``/s/x%2Fstate`` is session ``x/state``;
+``/s/x/state`` is session ``x``'s state fragment): see ``engine.viewer.routing``.
 
 Unknown sessions, spans and positions are 404 with the ledger's own message; other bad input 400;
 a store that cannot be read 503. Nothing here writes to the log. Each request opens the session's
@@ -28,6 +32,7 @@ app through DNS rebinding).
 from __future__ import annotations
 
 import hmac
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -39,7 +44,7 @@ import msgspec
 try:
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import HTMLResponse, JSONResponse, Response
+    from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
     from starlette.routing import Route
 except ImportError:  # pragma: no cover - exercised only without the extra
     raise ImportError("ctxledger serve needs Starlette and uvicorn: pip install 'ctxledger[serve]'") from None
@@ -55,12 +60,14 @@ from engine.errors import (
 from engine.viewer import data, pages
 from engine.viewer.assets import CSS, JS
 from engine.viewer.cache import CurveCache
+from engine.viewer.routing import routed, segment
 
 if TYPE_CHECKING:
     from engine.ledger import Ledger
 
 __all__ = ["LOOPBACK_HOSTS", "TOKEN_COOKIE", "create_app"]
 
+_NUMBER = re.compile(r"-?[0-9]+")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 TOKEN_COOKIE = "ctxledger_token"
 SECURITY_HEADERS = {
@@ -89,6 +96,7 @@ class _Viewer:
     def __init__(self, ledger: Ledger, *, fleet: bool):
         self.ledger = ledger
         self.curves = CurveCache()
+        self.verdicts = CurveCache(size=64)
         self.fleet_enabled = fleet
         self.fleet_rows: dict[str, Any] | None = None
         self.fleet_note = "drift findings: the fleet view is off (--no-fleet); showing violations recorded in the log."
@@ -126,14 +134,43 @@ class _Viewer:
     def session(self, name: str):
         return self.ledger.session(name)
 
+    def exists(self, name: str) -> bool:
+        try:
+            self.ledger.session(name)
+        except LedgerError:
+            return False
+        return True
+
+    def integrity(self, s: Any) -> dict[str, Any]:
+        """The hash chain's verdict for the session's head (a whole-log walk, kept per head)."""
+        return self.verdicts.get((s.id, s.position), lambda: data.integrity(s))
+
     def position(self, s: Any, raw: str | None) -> int:
         if raw is None or raw == "":
             return s.position
+        if raw.lstrip("-").isdigit() and not _NUMBER.fullmatch(raw):  # "--1": not a number, nor a mark
+            raise InvalidInputError(f"position must be a number or a mark; got {raw!r}")
         return s.resolve_position(raw)
 
 
 def _query(request: Request, key: str) -> str | None:
     return request.query_params.get(key)
+
+
+def _param(request: Request, key: str) -> str:
+    return segment(request.path_params[key])
+
+
+def _whole_name(request: Request) -> str | None:
+    """For ``/s/a/b/c``: the session name ``a/b/c`` written with bare slashes (an old or hand-typed
+    link), when the viewer's own sub-page reading of the path named no session."""
+    raw = request.scope.get("raw_path", b"").decode("latin-1")
+    if not raw.startswith("/s/") or raw.count("/") < 3:
+        return None
+    try:
+        return segment(raw[3:].rstrip("/"))
+    except InvalidInputError:
+        return None
 
 
 def _html(handler: Callable[[_Viewer, Request], str]) -> Callable:
@@ -142,6 +179,11 @@ def _html(handler: Callable[[_Viewer, Request], str]) -> Callable:
         try:
             return HTMLResponse(handler(v, request))
         except LedgerError as e:
+            if isinstance(e, UnknownSessionError):
+                whole = _whole_name(request)
+                if whole is not None and v.exists(whole):
+                    return RedirectResponse(pages.url("s", whole) + ("?" + request.url.query if request.url.query else ""),
+                                            status_code=307)
             status = _status(e)
             return HTMLResponse(pages.error_page(status, e.message), status_code=status)
 
@@ -171,7 +213,7 @@ def sessions_page(v: _Viewer, request: Request) -> str:
 
 
 def session_page(v: _Viewer, request: Request) -> str:
-    s = v.session(request.path_params["name"])
+    s = v.session(_param(request, "name"))
     n = v.position(s, _query(request, "at"))
     view = s.at(n)
     state = pages.state_fragment(data.buffer_json(view, s.position))
@@ -179,15 +221,15 @@ def session_page(v: _Viewer, request: Request) -> str:
 
 
 def state_fragment(v: _Viewer, request: Request) -> str:
-    s = v.session(request.path_params["name"])
+    s = v.session(_param(request, "name"))
     view = s.at(v.position(s, _query(request, "at")))
     return pages.state_fragment(data.buffer_json(view, s.position))
 
 
 def _span_detail(v: _Viewer, request: Request, *, with_lineage: bool = True) -> dict[str, Any]:
-    s = v.session(request.path_params["name"])
+    s = v.session(_param(request, "name"))
     n = v.position(s, _query(request, "at"))
-    return data.span_detail(s, n, request.path_params["span_id"], with_lineage=with_lineage)
+    return data.span_detail(s, n, _param(request, "span_id"), with_lineage=with_lineage)
 
 
 def span_fragment(v: _Viewer, request: Request) -> str:
@@ -195,13 +237,13 @@ def span_fragment(v: _Viewer, request: Request) -> str:
 
 
 def lineage_fragment(v: _Viewer, request: Request) -> str:
-    s = v.session(request.path_params["name"])
+    s = v.session(_param(request, "name"))
     view = s.at(v.position(s, _query(request, "at")))
-    return pages.lineage_fragment(data.lineage_json(view.lineage(request.path_params["span_id"])))
+    return pages.lineage_fragment(data.lineage_json(view.lineage(_param(request, "span_id"))))
 
 
 def _blame(v: _Viewer, request: Request) -> tuple[str, list[Any]]:
-    s = v.session(request.path_params["name"])
+    s = v.session(_param(request, "name"))
     n = v.position(s, _query(request, "at"))
     q = _query(request, "q") or ""
     if len(q) > 500:
@@ -215,10 +257,16 @@ def blame_fragment(v: _Viewer, request: Request) -> str:
 
 
 def diff_fragment(v: _Viewer, request: Request) -> str:
-    s = v.session(request.path_params["name"])
+    s = v.session(_param(request, "name"))
     a = v.position(s, _query(request, "a") or "1")
     b = v.position(s, _query(request, "b"))
     return pages.diff_fragment(s.diff(a, b))
+
+
+def unrouted(v: _Viewer, request: Request) -> str:
+    """``/s/a/b`` that is no sub-page: a session name with bare slashes (redirected when it exists)."""
+    name = _whole_name(request) or request.path_params["rest"]
+    raise UnknownSessionError(f"no session named {name!r} (a session name is one URL segment: /s/{pages.url(name)[1:]})")
 
 
 # -- JSON --------------------------------------------------------------------------------------------
@@ -229,27 +277,27 @@ def api_sessions(v: _Viewer, request: Request) -> Any:
 
 
 def api_at(v: _Viewer, request: Request) -> Any:
-    s = v.session(request.path_params["name"])
+    s = v.session(_param(request, "name"))
     raw = request.path_params["n"]
-    if not raw.lstrip("-").isdigit():
-        raise PositionOutOfRangeError(f"position must be a number; got {raw!r}")
+    if not _NUMBER.fullmatch(raw):
+        raise InvalidInputError(f"position must be a number; got {raw!r}")
     n = s.resolve_position(raw)
     return data.buffer_json(s.at(n), s.position)
 
 
 def api_audit(v: _Viewer, request: Request) -> Any:
-    s = v.session(request.path_params["name"])
+    s = v.session(_param(request, "name"))
     return msgspec.to_builtins(s.audit(at=v.position(s, _query(request, "at"))), enc_hook=str)
 
 
 def api_curve(v: _Viewer, request: Request) -> Any:
-    s = v.session(request.path_params["name"])
+    s = v.session(_param(request, "name"))
     # kept encoded: a million-event curve is thousands of points, encoded once per session head
     return v.curves.get((s.id, s.position), lambda: msgspec.Raw(msgspec.json.encode(data.curve(s))))
 
 
 def api_seek(v: _Viewer, request: Request) -> Any:
-    s = v.session(request.path_params["name"])
+    s = v.session(_param(request, "name"))
     n = v.position(s, _query(request, "from"))
     direction = _query(request, "dir") or "1"
     if direction not in ("1", "-1"):
@@ -261,6 +309,10 @@ def api_seek(v: _Viewer, request: Request) -> Any:
         "position": found,
         "message": "" if found else f"no {word} compaction within {data.SEEK_LIMIT:,} events of position {n:,}",
     }
+
+
+def api_integrity(v: _Viewer, request: Request) -> Any:
+    return v.integrity(v.session(_param(request, "name")))
 
 
 def api_span(v: _Viewer, request: Request) -> Any:
@@ -322,7 +374,7 @@ class _Guard:
                 message = {**message, "headers": list(message.get("headers", [])) + extra}
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        await self.app(routed(scope), receive, send_with_headers)
 
 
 def _offered_token(scope: dict, headers: dict[str, str]) -> str | None:
@@ -359,18 +411,20 @@ def create_app(ledger: Ledger, *, token: str | None = None, fleet: bool = True) 
         Route("/_static/viewer.css", _static(CSS, "text/css")),
         Route("/_static/viewer.js", _static(JS, "text/javascript")),
         Route("/api/sessions", _json(api_sessions)),
-        Route("/api/s/{name:path}/at/{n}", _json(api_at)),
-        Route("/api/s/{name:path}/audit", _json(api_audit)),
-        Route("/api/s/{name:path}/curve", _json(api_curve)),
-        Route("/api/s/{name:path}/seek", _json(api_seek)),
-        Route("/api/s/{name:path}/span/{span_id}", _json(api_span)),
-        Route("/api/s/{name:path}/blame", _json(api_blame)),
-        Route("/s/{name:path}/state", _html(state_fragment)),
-        Route("/s/{name:path}/span/{span_id}", _html(span_fragment)),
-        Route("/s/{name:path}/lineage/{span_id}", _html(lineage_fragment)),
-        Route("/s/{name:path}/blame", _html(blame_fragment)),
-        Route("/s/{name:path}/diff", _html(diff_fragment)),
-        Route("/s/{name:path}", _html(session_page)),
+        Route("/api/s/{name}/at/{n}", _json(api_at)),
+        Route("/api/s/{name}/audit", _json(api_audit)),
+        Route("/api/s/{name}/curve", _json(api_curve)),
+        Route("/api/s/{name}/seek", _json(api_seek)),
+        Route("/api/s/{name}/span/{span_id}", _json(api_span)),
+        Route("/api/s/{name}/blame", _json(api_blame)),
+        Route("/api/s/{name}/integrity", _json(api_integrity)),
+        Route("/s/{name}/state", _html(state_fragment)),
+        Route("/s/{name}/span/{span_id}", _html(span_fragment)),
+        Route("/s/{name}/lineage/{span_id}", _html(lineage_fragment)),
+        Route("/s/{name}/blame", _html(blame_fragment)),
+        Route("/s/{name}/diff", _html(diff_fragment)),
+        Route("/s/{name}", _html(session_page)),
+        Route("/s/{rest:path}", _html(unrouted)),
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:

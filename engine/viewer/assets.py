@@ -64,8 +64,18 @@ table#sessions th:first-child, table#sessions td:first-child, table#sessions td:
 table#sessions th { cursor: pointer; user-select: none; } table#sessions th.asc::after { content: " ▲"; } table#sessions th.desc::after { content: " ▼"; }
 tr.flagged td:first-child { border-left: 3px solid var(--bad); }
 .controls { margin: 8px 0; }
-table.diff { border-collapse: collapse; font-size: 12px; } table.diff td { padding: 2px 6px; border-bottom: 1px solid var(--line); vertical-align: top; }
+.diff-wrap { max-width: 100%; overflow-x: auto; }
+table.diff { border-collapse: collapse; font-size: 12px; width: 100%; table-layout: fixed; }
+table.diff td:nth-child(1) { width: 1.5em; } table.diff td:nth-child(2) { width: 3.5em; } table.diff td:nth-child(3) { width: 8em; }
+table.diff td:nth-child(4) { width: 4.5em; } table.diff td:nth-child(5) { width: 7em; }
+table.diff td { overflow-wrap: anywhere; } table.diff td.snip { white-space: normal; }
+.count { font-weight: 600; } p.ranges { overflow-wrap: anywhere; font-size: 12px; }
+details.originals > summary { cursor: pointer; color: var(--muted); }
+.call { font-weight: 600; } .arg { display: block; padding-left: 1em; } .arg .k { color: var(--muted); }
+.arg .k::after { content: ":"; } li.leaves { overflow-wrap: anywhere; } table.diff td { padding: 2px 6px; border-bottom: 1px solid var(--line); vertical-align: top; }
 tr.added td:first-child { color: var(--ok); } tr.removed td:first-child, tr.rewritten td:first-child { color: var(--bad); }
+.unreadable { font-size: 12px; color: var(--bad); font-weight: 600; }
+.integrity { border: 2px solid var(--bad); background: #fdecea; color: var(--bad); }
 .error h1 { display: block; } #js-error { color: var(--bad); }
 svg text { font: 10px system-ui, sans-serif; fill: var(--muted); }
 """
@@ -325,6 +335,16 @@ JS = r"""
       box.appendChild(svg);
       root.setAttribute("data-curve", String(pts.length));
     }
+    // the hash chain's verdict (a whole-log walk, kept per head by the server): a broken chain is
+    // said at the top of the page, whatever position is shown
+    get(base.replace(/^\/s\//, "/api/s/") + "/integrity", "json").then(function (v) {
+      root.setAttribute("data-integrity", v.ok ? "ok" : "broken");
+      if (v.ok) return;
+      var box = $("integrity");
+      box.textContent = "Integrity: the hash chain breaks at position " + v.first_bad_position + " (" + v.reason +
+        "). What this page shows from there on may have been altered or forged. Run: ctxledger verify " + v.session;
+      box.hidden = false;
+    }, function (err) { root.setAttribute("data-integrity", "error"); });
     get(base.replace(/^\/s\//, "/api/s/") + "/curve", "json").then(drawCurve, function (err) {
       $("curve").textContent = "The curve could not be loaded: " + (err.message || err);
     });

@@ -24,6 +24,7 @@ from engine.events import (
     Rewritten,
     SessionStarted,
 )
+from engine.errors import LedgerError, StoreUnavailableError
 from engine.spans import Provenance, Span, id_ranges
 
 if TYPE_CHECKING:
@@ -38,8 +39,10 @@ __all__ = [
     "describe",
     "event_json",
     "grounding_sentences",
+    "integrity",
     "lineage_json",
     "seek_compaction",
+    "sentence_bounds",
     "session_rows",
     "span_detail",
     "span_json",
@@ -269,6 +272,30 @@ def seek_compaction(session: Session, position: int, direction: int) -> int | No
 # -- a span, in depth -----------------------------------------------------------------------------
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+_LIST_MARKER = re.compile(r"\s*(?:[-*+]|\(?(?:\d{1,3}|[A-Za-z]|[ivxIVX]{1,4})[.)])\s*")  # "1." "a)" "iv." "-": not sentences
+
+
+def sentence_bounds(text: str) -> list[tuple[int, int]]:
+    """Where each sentence of ``text`` starts and ends: split after ``.!?;`` and at line breaks,
+    a Markdown list number (``1.``, ``a)``) kept with the sentence it numbers."""
+    bounds: list[tuple[int, int]] = []
+    pos = 0
+    pending: int | None = None  # the start of a list marker waiting for its sentence
+    for m in [*_SENTENCE.finditer(text), None]:
+        end = m.start() if m is not None else len(text)
+        part = text[pos:end]
+        if part.strip():
+            if _LIST_MARKER.fullmatch(part) and m is not None and "\n" not in m.group():
+                pending = pos if pending is None else pending
+            else:
+                bounds.append((pos if pending is None else pending, end))
+                pending = None
+        if m is None:
+            break
+        pos = m.end()
+    if pending is not None:
+        bounds.append((pending, len(text)))
+    return bounds or [(0, len(text))]
 
 
 def grounding_sentences(text: str, sources: list[str]) -> list[dict[str, Any]]:
@@ -279,17 +306,7 @@ def grounding_sentences(text: str, sources: list[str]) -> list[dict[str, Any]]:
     from projections import check
 
     result = check(text, sources, with_coverage=False)
-    bounds: list[tuple[int, int]] = []
-    pos = 0
-    for m in [*_SENTENCE.finditer(text), None]:
-        end = m.start() if m is not None else len(text)
-        if text[pos:end].strip():
-            bounds.append((pos, end))
-        if m is None:
-            break
-        pos = m.end()
-    if not bounds:
-        bounds = [(0, len(text))]
+    bounds = sentence_bounds(text)
     out = [{"text": text[a:b], "findings": []} for a, b in bounds]
     for f in result.findings:
         offset = f.get("offset", -1)
@@ -365,6 +382,23 @@ def lineage_json(lin: Any) -> dict[str, Any]:
     }
 
 
+# -- integrity -------------------------------------------------------------------------------------
+
+
+def integrity(session: Session) -> dict[str, Any]:
+    """The hash chain walked from the first event to the head: ``ok``, how many events verified,
+    the first bad position and why (what ``ctxledger verify`` says)."""
+    r = session.verify()
+    return {
+        "session": session.name,
+        "ok": r.ok,
+        "head": session.position,
+        "checked": r.position,
+        "first_bad_position": r.first_bad_position,
+        "reason": r.reason,
+    }
+
+
 # -- the sessions page -----------------------------------------------------------------------------
 
 
@@ -390,9 +424,17 @@ def session_rows(ledger: Ledger, fleet_rows: dict[str, Any] | None = None, *, op
             "findings": [] if fr is None else sorted({f.kind for f in (fr.audit or fr.findings)}),
             "last": _time(fr.last_event_at) if fr is not None else "",
             "started": _time(info.started_at),
+            "unreadable": "",
         }
         if k < open_limit:
-            s = ledger.session(info.id)
+            try:
+                s = ledger.session(info.id)
+            except StoreUnavailableError:
+                raise
+            except LedgerError as e:  # this session only: listed as unreadable, the others shown
+                row["unreadable"] = e.message
+                rows.append(row)
+                continue
             spans = s.state.live.values()
             row.update(
                 events=s.position,

@@ -8,10 +8,12 @@ forbids everything else, inline scripts included).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import quote
 
-from engine.viewer.escape import esc
+from engine.spans import id_ranges
+from engine.viewer.escape import esc, esc_text
 
 __all__ = [
     "PREVIEW_CHARS",
@@ -20,6 +22,8 @@ __all__ = [
     "error_page",
     "page",
     "session_page",
+    "source_list",
+    "tool_call",
     "sessions_page",
     "span_fragment",
     "lineage_fragment",
@@ -83,14 +87,16 @@ def sessions_page(rows: list[dict[str, Any]], *, fleet_note: str) -> str:
     body = []
     for r in rows:
         drift = r["drift"] if r["drift"] is not None else r["violations"]
-        flagged = bool(drift or r["refusals"] or r["max_generation"] > 1)
+        bad = r.get("unreadable", "")
+        flagged = bool(drift or r["refusals"] or r["max_generation"] > 1 or bad)
         v = {k: ("" if r[k] is None else r[k]) for k in ("live_spans", "tokens", "derived")}
         kinds = ", ".join(r["findings"])
         body.append(
             f'<tr class="{"flagged" if flagged else ""}" data-flagged="{int(flagged)}" '
             f'data-search="{esc((r["name"] + " " + kinds).casefold())}">'
             f'<td data-v="{esc(r["name"])}"><a href="{esc(url("s", r["name"]))}">{esc(r["name"])}</a>'
-            f'{"" if r["strict"] else " <span class=tag>permissive</span>"}</td>'
+            f'{"" if r["strict"] else " <span class=tag>permissive</span>"}'
+            f'{f" <span class=unreadable title={chr(34)}{esc(bad)}{chr(34)}>unreadable: {esc(bad)}</span>" if bad else ""}</td>'
             f'<td data-v="{r["events"]}">{_num(r["events"])}</td>'
             f'<td data-v="{v["live_spans"]}">{_num(r["live_spans"])}</td>'
             f'<td data-v="{v["tokens"]}">{_num(r["tokens"])}</td>'
@@ -117,6 +123,7 @@ def session_page(name: str, at: int, head: int, state_html: str, marks: dict[str
     body = f"""
 <header class="bar"><a href="/" class="home">ctxledger</a> <h1>{esc(name)}</h1>
 <span class="meta">{head:,} events · ←/→ one event · Shift+←/→ previous/next compaction · Home/End</span></header>
+<section id="integrity" class="box integrity" hidden role="alert"></section>
 <section id="scrubber" aria-label="position in the log">
   <div class="row">
     <button id="first" title="first event (Home)">|◀</button>
@@ -168,7 +175,7 @@ def state_fragment(view: dict[str, Any]) -> str:
     derived = sum(1 for s in spans if s["provenance"] == "derived")
     who = f' by <b>{esc(ev["by"])}</b>' if ev["by"] else ""
     why = f' — “{esc(ev["reason"])}”' if ev["reason"] else ""
-    text = f'<pre class="evtext">{esc(ev["text"])}</pre>' if ev.get("text") else ""
+    text = f'<pre class="evtext">{esc_text(ev["text"])}</pre>' if ev.get("text") else ""
     findings = "".join(f"<li>{esc(f)}</li>" for f in ev.get("findings", []))
     out = [
         f'<div id="state-data" data-at="{view["position"]}" data-head="{view["head"]}" data-tokens="{view["tokens"]}" '
@@ -184,8 +191,9 @@ def state_fragment(view: dict[str, Any]) -> str:
     for s in spans:
         text = s["text"]
         more = len(text) - PREVIEW_CHARS
-        preview = esc(text[:PREVIEW_CHARS]) + (f'<span class="more">… {more:,} more characters</span>' if more > 0 else "")
-        sources = f' <span class="src">← {esc(", ".join(s["sources"][:8]))}{"…" if len(s["sources"]) > 8 else ""}</span>' if s["sources"] else ""
+        preview = (tool_call(s) if s["kind"] == "tool_call" else None) or (
+            esc_text(text[:PREVIEW_CHARS]) + (f'<span class="more">… {more:,} more characters</span>' if more > 0 else ""))
+        sources = f' <span class="src">← {source_list(s["sources"])}</span>' if s["sources"] else ""
         cls = f'span {s["provenance"]}{" touched" if s["id"] == touched else ""}'
         out.append(
             f'<li class="{cls}" id="{esc(s["id"])}" data-id="{esc(s["id"])}" tabindex="0">'
@@ -197,6 +205,24 @@ def state_fragment(view: dict[str, Any]) -> str:
         out.append('<li class="none">The buffer is empty at this position.</li>')
     out.append("</ol>")
     return "\n".join(out)
+
+
+def tool_call(span: dict[str, Any]) -> str | None:
+    """A tool call shown as its name and its arguments, each string argument as the text it is
+    (not JSON with its quotes and ``\\n`` escaped once more); None when the call's arguments are
+    not in its meta."""
+    meta = span.get("meta") or {}
+    args = meta.get("arguments")
+    name = meta.get("name")
+    if not isinstance(name, str) or not isinstance(args, dict):
+        return None
+    rows = []
+    for k, v in list(args.items())[:20]:
+        value = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, indent=None, default=str)
+        more = len(value) - PREVIEW_CHARS
+        shown = esc_text(value[:PREVIEW_CHARS]) + (f'<span class="more">… {more:,} more characters</span>' if more > 0 else "")
+        rows.append(f'<span class="arg"><span class="k">{esc(k)}</span> {shown}</span>')
+    return f'<span class="call">{esc(name)}</span>\n' + "\n".join(rows)
 
 
 def _highlight(sentence: str, findings: list[dict[str, Any]]) -> str:
@@ -219,17 +245,31 @@ def _highlight(sentence: str, findings: list[dict[str, Any]]) -> str:
     return "".join(out)
 
 
+def source_list(ids: list[str], most: int | None = 8) -> str:
+    """Span ids as a count and ranges (``408 sources: o1–o200, o202–o409``), escaped; with ``most``,
+    at most that many ranges are written out."""
+    if len(ids) <= 3:
+        return esc(", ".join(ids))
+    ranges = id_ranges(ids, sep="\x00").split("\x00")
+    shown = ranges if most is None or len(ranges) <= most else ranges[:most] + ["…"]
+    return f'<span class="count">{len(ids):,} sources:</span> {esc(", ".join(shown))}'
+
+
 def _tree(node: dict[str, Any], depth: int = 0, limit: list[int] | None = None) -> str:
     limit = limit if limit is not None else [60]
     if limit[0] <= 0:
         return ""
     limit[0] -= 1
     by = f" by {esc(node['by'])}" if node["by"] else ""
-    kids = "".join(_tree(c, depth + 1, limit) for c in node["children"])
+    children = node["children"]
+    if len(children) > 8 and all(not c["children"] for c in children):  # hundreds of leaves: one line of ranges
+        kids = f'<li class="leaves">{source_list([c["id"] for c in children], most=None)}</li>'
+    else:
+        kids = "".join(_tree(c, depth + 1, limit) for c in children)
     return (
         f'<li><a href="#{esc(node["id"])}" data-span="{esc(node["id"])}" class="sref">{esc(node["id"])}</a> '
         f'<span class="meta">{esc(node["provenance"])}, g{node["generation"]}, position {node["position"]:,}{by}</span> '
-        f'<span class="snip">{esc(node["text"])}</span>{f"<ul>{kids}</ul>" if kids else ""}</li>'
+        f'<span class="snip">{esc_text(node["text"])}</span>{f"<ul>{kids}</ul>" if kids else ""}</li>'
     )
 
 
@@ -255,13 +295,18 @@ def span_fragment(d: dict[str, Any]) -> str:
                 out.append(f'<li class="{cls}"><span class="sent">{_highlight(s["text"], s["findings"])}</span>'
                            f'{f"<ul class=why>{notes}</ul>" if notes else ""}</li>')
             out.append("</ol>")
-        out.append(f'<h3>Text</h3><pre class="text full">{esc(span["text"])}</pre>')
+        out.append(f'<h3>Text</h3><pre class="text full">{esc_text(span["text"])}</pre>')
     if d.get("originals"):
-        out.append(f'<h3>Original observations <small>{len(d["originals"])}, read back from the log</small></h3><ol class="originals">')
-        for o in d["originals"][:50]:
+        originals = d["originals"]
+        # a summary of hundreds of observations: their ids as ranges, the texts folded (the first 50)
+        out.append(f'<h3>Original observations <small>{len(originals):,}, read back from the log</small></h3>'
+                   f'<p class="ranges">{source_list([o["id"] for o in originals], most=None)}</p>'
+                   f'<details class="originals"{" open" if len(originals) <= 3 else ""}><summary>their texts'
+                   f'{f" (the first 50 of {len(originals):,})" if len(originals) > 50 else ""}</summary><ol class="originals">')
+        for o in originals[:50]:
             out.append(f'<li><b>{esc(o["id"])}</b> <span class="meta">{esc(o["role"])}/{esc(o["kind"])}, position {o["position"]:,}, '
-                       f'{o["tokens"]:,} tok</span><pre class="text">{esc(o["text"][:1200])}</pre></li>')
-        out.append("</ol>")
+                       f'{o["tokens"]:,} tok</span><pre class="text">{esc_text(o["text"][:1200])}</pre></li>')
+        out.append("</ol></details>")
     lin = d.get("lineage")
     if lin:
         out.append(f'<section id="lineage-box" data-done="1">{lineage_fragment(lin)}</section>')
@@ -294,14 +339,14 @@ def blame_fragment(query: str, hits: list[Any]) -> str:
             f'<li class="{state}"><a href="#{esc(h.span_id)}" data-span="{esc(h.span_id)}" class="sref">{esc(h.span_id)}</a> '
             f'{state} · {esc(h.event_type)} at <a href="?at={h.position}" data-at="{h.position}" class="pref">{h.position:,}</a>'
             f'{f" by {esc(h.by)}" if h.by else ""} · {mark}<br><span class="msg">{esc(h.message)}</span>'
-            f'<pre class="text">{esc(h.text)}</pre></li>'
+            f'<pre class="text">{esc_text(h.text)}</pre></li>'
         )
     out.append("</ol>")
     return "\n".join(out)
 
 
 def diff_fragment(d: Any) -> str:
-    out = [f'<p class="stat">{esc(d.stat())}</p><table class="diff"><tbody>']
+    out = [f'<p class="stat">{esc(d.stat())}</p><div class="diff-wrap"><table class="diff"><tbody>']
     sign = {"added": "+", "removed": "−", "rewritten": "→", "rederived": "↻", "changed": "~"}
     for e in d.entries[:200]:
         why = f'<a href="?at={e.position}" data-at="{e.position}" class="pref">@{e.position:,}</a> {esc(e.event_type)}' if e.position else ""
@@ -310,9 +355,9 @@ def diff_fragment(d: Any) -> str:
             f'<tr class="{esc(e.change)}"><td>{sign.get(e.change, "?")}</td>'
             f'<td><a href="#{esc(e.span_id)}" data-span="{esc(e.span_id)}" class="sref">{esc(e.span_id)}</a></td>'
             f'<td>{esc(e.change)}{into}</td><td class="num">{e.tokens:+,}</td><td>{why}</td>'
-            f'<td class="snip">{esc(e.text)}</td></tr>'
+            f'<td class="snip">{esc_text(e.text)}</td></tr>'
         )
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     if len(d.entries) > 200:
         out.append(f'<p class="meta">{len(d.entries) - 200:,} more changes: <code>ctxledger diff {esc(d.session)} {d.a} {d.b}</code></p>')
     return "\n".join(out)
