@@ -1,7 +1,10 @@
 """The events of a session's log: past-tense, frozen, immutable.
 
 Every event carries who did it (``by``), why (``reason``), when (``at``) and the hash of its
-predecessor (``prev``). New fields must always get defaults so old logs keep decoding.
+predecessor (``prev``). ``at`` is when the thing happened: for an imported transcript that is the
+transcript's own time, and the time the event was appended to the log is then kept in ``recorded``
+(empty when the two are the same moment). New fields must always get defaults so old logs keep
+decoding.
 A session's events are one stream; an event's ``position`` is its 1-based version in it.
 """
 
@@ -47,6 +50,7 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=Fa
     prev: bytes = b""
     by: str = ""
     reason: str = ""
+    recorded: datetime | None = None  # when it was appended, if that differs from ``at`` (an import)
 
     @property
     def position(self) -> int:

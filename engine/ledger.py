@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from datetime import datetime
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -98,15 +99,20 @@ class Ledger:
 
     # sessions --------------------------------------------------------------------------------
 
-    def create_session(self, name: str, *, strict: bool = True, by: str = "", reason: str = "") -> Session:
+    def create_session(self, name: str, *, strict: bool = True, by: str = "", reason: str = "",
+                       happened_at: datetime | str | None = None) -> Session:
         """A new session with a unique name. ``strict=False`` records rule-breaking rewrites as
-        violations instead of refusing them (for importing other tools' histories and baselines)."""
+        violations instead of refusing them (for importing other tools' histories and baselines).
+        ``happened_at``: when the session really started (an imported transcript's first time; the
+        creation time is then kept in the event's ``recorded``)."""
         validate.label(name, "session name")
         if not isinstance(strict, bool):
             raise InvalidInputError(f"strict must be a bool, not {type(strict).__name__}")
+        happened = validate.moment(happened_at, "happened_at") if happened_at is not None else None
         started = SessionStarted(
-            originator_version=1, at=now(), name=name, strict=strict,
+            originator_version=1, at=happened or now(), name=name, strict=strict,
             by=validate.optional_str(by, "by"), reason=validate.optional_str(reason, "reason"),
+            recorded=None if happened is None else now(),
         )
         return self._start(started, None, b"")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from datetime import datetime
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from uuid import UUID
@@ -421,6 +422,7 @@ class Session(_Reader):
         self._pending: list[Event] = []
         self._payloads: list[bytes] = []  # the encoded bytes of each pending event
         self._batch_depth = 0
+        self._happened: datetime | None = None  # the original time of the commands being issued
         self.bytes_since_snapshot = 0
 
     @classmethod
@@ -473,7 +475,10 @@ class Session(_Reader):
 
     def _emit(self, cls: type[Event], **fields: Any) -> Event:
         state = self._state
-        return self._append(cls(originator_version=state.version + 1, at=now(), prev=self._head, **fields))
+        happened = self._happened
+        if happened is not None:
+            fields["recorded"] = now()
+        return self._append(cls(originator_version=state.version + 1, at=happened or now(), prev=self._head, **fields))
 
     def _append(self, ev: Event) -> Event:
         """Fold a new event into the state, chain it, and save it (now, or when the batch ends)."""
@@ -536,6 +541,18 @@ class Session(_Reader):
             if not self._batch_depth:
                 self._flush()
 
+    @contextlib.contextmanager
+    def happened_at(self, when: datetime | str | None) -> Iterator[Session]:
+        """Commands issued inside the block record ``when`` as the time their events happened (an
+        imported transcript's own time, an ISO 8601 string or an aware datetime); the time they are
+        appended is kept in each event's ``recorded``. ``None`` leaves the time as it is."""
+        happened = validate.moment(when) if when is not None else None
+        outer, self._happened = self._happened, happened if happened is not None else self._happened
+        try:
+            yield self
+        finally:
+            self._happened = outer
+
     def _count(self, text: str, tokens: int | None) -> int:
         if tokens is None:
             return self.counter.count(text)
@@ -576,10 +593,12 @@ class Session(_Reader):
             tokens = self._count(text, tokens)
         state = self._state
         span_id = f"o{state.n_obs + 1}"
+        happened = self._happened
         self._append(
             Observed(
-                originator_version=state.version + 1, at=now(), prev=self._head,
+                originator_version=state.version + 1, at=happened or now(), prev=self._head,
                 span_id=span_id, text=text, role=role, kind=kind, meta=meta, tokens=tokens, by=by,
+                recorded=None if happened is None else now(),
             )
         )
         return self._live_state.live[span_id]

@@ -104,6 +104,7 @@ def test_sidechains_and_subagents_are_linked_sessions(ledger):
 def test_reimport_is_idempotent_and_growth_is_taken(ledger, tmp_path):
     lines = CC.read_bytes().splitlines(keepends=True)
     f = tmp_path / CC.name
+    shutil.copytree(CC.parent / CC.stem, tmp_path / CC.stem)  # its subagents, laid out as Claude Code writes them
     f.write_bytes(b"".join(lines[:20]))  # stops right after a compact boundary: waits for its summary
     first = import_path(ledger, f)
     s = first.session

@@ -222,8 +222,14 @@ class ClaudeCodeImporter(Importer):
     def parse(self, records, ctx: ParseContext):
         sidechain_file = ctx.info.get("kind") in ("compaction-call", "subagent")
         boundary: tuple[_Line, int] | None = None
+        # A compaction read up to its summary, held while the ``/compact`` command's echo that
+        # Claude Code writes after the summary is read: the user's instruction is one of its inputs.
+        held: tuple[Compact, int, int] | None = None
         for line, offset, d in records:
             if isinstance(d, Exception):
+                if held is not None:
+                    yield held[0]
+                    held = None
                 yield ctx.bad(line, f"not a JSON object ({decode_error(d)})")
                 if boundary is None:
                     ctx.taken(line, offset)
@@ -231,10 +237,18 @@ class ClaudeCodeImporter(Importer):
             t = d.type
             if t in _BOOKKEEPING:
                 ctx.skip(t)
-                if boundary is None:
+                if boundary is None and held is None:
                     ctx.taken(line, offset)
                 continue
             stream = "sidechain" if d.isSidechain is True and not sidechain_file else ""
+            if held is not None:
+                echo = self._command_echo(d, line, held[0]) if stream == held[0].stream else None
+                if echo is not None:
+                    held[0].inputs.append(echo)
+                    held = (held[0], line, offset)
+                    continue
+                yield held[0]
+                held = None
             if boundary is not None and not (t == "user" and d.isCompactSummary is True):
                 # A boundary without its summary line: the compaction left nothing readable.
                 yield self._compaction(boundary[0], None, boundary[1], ctx, stream)
@@ -244,8 +258,12 @@ class ClaudeCodeImporter(Importer):
                     yield from self._assistant(d, line, ctx, stream)
                 elif t == "user":
                     if d.isCompactSummary is True:
-                        yield self._compaction(boundary[0] if boundary else None, d, line, ctx, stream)
+                        compaction = self._compaction(boundary[0] if boundary else None, d, line, ctx, stream)
                         boundary = None
+                        if compaction.text is not None:
+                            held = (compaction, line, offset)
+                            continue  # taken with the command echo that follows it
+                        yield compaction
                     else:
                         yield from self._user(d, line, ctx, stream)
                 elif t == "system":
@@ -264,6 +282,9 @@ class ClaudeCodeImporter(Importer):
             except _Malformed as e:
                 yield ctx.bad(line, str(e))
             ctx.taken(line, offset)
+        if held is not None:
+            yield held[0]
+            ctx.taken(held[1], held[2])
 
     # -- line types ------------------------------------------------------------------------------
 
@@ -378,6 +399,41 @@ class ClaudeCodeImporter(Importer):
         else:
             ctx.skip(f"queue-operation:{d.operation or '?'}")
 
+    def _command_echo(self, d: _Line, line: int, compaction: Compact) -> Observe | None:
+        """A line of the ``/compact`` command's echo that Claude Code writes after the summary: the
+        caveat and the command with its arguments (the user's instruction to the compaction, dated
+        before the boundary), and its output when it reports what PreCompact hooks printed (that
+        output is part of the compaction prompt). They are inputs of the compaction; None for any
+        other line."""
+        if d.type != "user" or d.isCompactSummary is True:
+            return None
+        text = _echo_text(d)
+        tag = _harness_tag(text)
+        if tag not in _ECHO_TAGS:
+            return None
+        if tag == "local-command-stdout":
+            if "PreCompact" not in text:
+                return None
+        elif tag == "command-name" and not text.lstrip().startswith("<command-name>/compact<"):
+            return None
+        meta = self._meta(d, line)
+        meta["harness"] = tag
+        return Observe(clip(text, meta), "user", "message", meta, "harness", compaction.stream)
+
+    def _call_inputs(self, ctx: ParseContext, child: str, meta: dict[str, Any]) -> list[Observe]:
+        """The compaction call's inputs (see ``_compaction_call_inputs``), found beside the main
+        transcript where Claude Code writes it."""
+        part = child.rsplit("/", 1)[-1]
+        source = ctx.source
+        for path in (source.parent / source.stem / "subagents" / f"{part}.jsonl",
+                     source.parent / f"{source.stem}_{part}.jsonl"):
+            if path.is_file():
+                inputs, problem = _compaction_call_inputs(path, part)
+                if problem:
+                    ctx.report.notes.append(f"line {meta.get('line')}: {problem}")
+                return inputs
+        return []
+
     def _compaction(self, boundary: _Line | None, summary: _Line | None, line: int, ctx: ParseContext,
                     stream: str) -> Compact:
         info = boundary.compactMetadata if boundary is not None and isinstance(boundary.compactMetadata, dict) else {}
@@ -406,14 +462,74 @@ class ClaudeCodeImporter(Importer):
         meta.update(self._meta(summary, line))
         if preface:
             meta["harness_preface"] = preface
+        inputs: list[Observe] = []
         for snippet, child in ctx.links.items():
             if snippet in body:
                 meta["compaction_transcript"] = child
+                inputs = self._call_inputs(ctx, child, meta)
+                for obs in inputs:
+                    obs.stream = stream
         after = []
         if trailer:
             tmeta = {"line": line, "uuid": summary.uuid, "timestamp": summary.timestamp, "harness": "compact-trailer"}
             after.append(Observe(trailer, "user", "message", tmeta, "harness", stream))
-        return Compact(clip(body, meta), by, meta, keep, after, stream)
+        return Compact(clip(body, meta), by, meta, keep, after, stream, inputs=inputs)
+
+
+_ECHO_TAGS = ("local-command-caveat", "command-name", "command-message", "command-args", "local-command-stdout")
+
+
+def _echo_text(d: _Line) -> str:
+    msg = d.message if isinstance(d.message, dict) else {}
+    content = msg.get("content")
+    return content if isinstance(content, str) else _block_text(content) if isinstance(content, list) else ""
+
+
+def _compaction_call_inputs(path: Path, part: str) -> tuple[list[Observe], str]:
+    """What the compacting model was given, read from the compaction call's transcript: its prompt
+    (the compaction instructions, the user's ``/compact`` arguments, the output of PreCompact
+    hooks) and the context Claude Code injected as ``isMeta`` lines (hook output, system
+    reminders). Every user-side line before the model's reply, as harness observations; and a note
+    when the transcript is unreadable or holds no reply (a truncated call: nothing is used)."""
+    out: list[Observe] = []
+    replied = False
+    try:
+        for number, _, raw in _lines(path):
+            try:
+                d = _decode(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return [], f"{path.name} line {number} is not JSON; the compaction call's inputs were not used"
+            if d.type == "assistant":
+                replied = True
+                continue
+            if d.type != "user" or replied:
+                continue
+            msg = d.message if isinstance(d.message, dict) else {}
+            content = msg.get("content")
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            if not isinstance(blocks, list):
+                continue
+            for block in blocks:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "text":
+                    text = block.get("text")
+                elif block.get("type") == "tool_result":
+                    text = _block_text(block.get("content"))
+                else:
+                    continue
+                if not isinstance(text, str) or not text.strip():
+                    continue
+                meta = {"line": number, "harness": "compaction-prompt" if not out else "compaction-input",
+                        "compaction_call": part}
+                if d.timestamp:
+                    meta["timestamp"] = d.timestamp
+                out.append(Observe(clip(text, meta), "user", "message", meta, "harness"))
+    except OSError as e:
+        return [], f"{path.name} could not be read ({e.strerror}); the compaction call's inputs were not used"
+    if not replied:
+        return [], f"{path.name} holds no reply (a truncated compaction call); its inputs were not used"
+    return out, ""
 
 
 def _preserved(head: Any, tail: Any):

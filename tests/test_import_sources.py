@@ -1,0 +1,106 @@
+"""What the compacting model saw is among a summary's sources, and imported events keep the
+transcript's own time (issue 21, part 1), on the real Claude Code session in ../shared."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from engine import Ledger
+from engine.errors import InvalidInputError
+from engine.importers import import_path
+
+REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts" / "claude_spotter_ae4a77f8_manual.jsonl"
+pytestmark = pytest.mark.skipif(not REAL.exists(), reason=f"the shared real transcript is not at {REAL}")
+
+
+def _layout(tmp_path: Path, *, subagents: bool = True) -> Path:
+    main = tmp_path / REAL.name
+    shutil.copy(REAL, main)
+    if subagents:
+        shutil.copytree(REAL.parent / REAL.stem, tmp_path / REAL.stem)
+    return main
+
+
+def _summary(session):
+    return next(sp for sp in session.spans() if sp.provenance.value == "derived")
+
+
+def _sources(session, span):
+    return [session.original(i) for i in span.sources]
+
+
+def test_the_compaction_calls_prompt_and_the_users_compact_instruction_are_sources(tmp_path):
+    s = import_path(Ledger.open("memory://"), _layout(tmp_path), name="real").session
+    d1 = _summary(s)
+    sources = _sources(s, d1)
+    kinds = [sp.meta.get("harness") for sp in sources]
+    assert "compaction-prompt" in kinds  # the prompt the compacting model was given
+    prompt = next(sp for sp in sources if sp.meta.get("harness") == "compaction-prompt")
+    assert prompt.text.startswith("Your task is to create a detailed summary")
+    assert prompt.meta["compaction_call"] == "agent-acompact-946d2b"
+    # the /compact command Claude Code writes after the summary is dated before it: an input
+    command = next(sp for sp in sources if sp.meta.get("harness") == "command-name")
+    assert "continue with the reamining tasks" in command.text
+    assert command.meta["line"] == 1484 and d1.meta["line"] == 1482
+    # nothing after the summary's own command echo moved: the next user turn follows the summary
+    after = [sp for sp in s.spans() if sp.position > d1.position]
+    assert any(sp.text == "continue implementation" for sp in after)
+
+
+def test_without_the_compaction_call_the_command_echo_still_grounds_the_instruction(tmp_path):
+    s = import_path(Ledger.open("memory://"), _layout(tmp_path, subagents=False), name="real").session
+    sources = _sources(s, _summary(s))
+    assert not any(sp.meta.get("harness") == "compaction-prompt" for sp in sources)
+    assert any("continue with the reamining tasks" in sp.text for sp in sources)
+
+
+def test_a_truncated_compaction_call_is_reported_and_not_used(tmp_path):
+    main = _layout(tmp_path)
+    call = tmp_path / REAL.stem / "subagents" / "agent-acompact-946d2b.jsonl"
+    first, reply = call.read_bytes().splitlines(keepends=True)
+    call.write_bytes(first)  # the reply is gone: the call was cut off
+    result = import_path(Ledger.open("memory://"), main, name="real")
+    sources = _sources(result.session, _summary(result.session))
+    assert not any(sp.meta.get("harness") == "compaction-prompt" for sp in sources)
+    # no reply means no link to the summary either: the import still writes the compaction
+    assert result.report.compactions == 1
+
+
+def test_imported_events_carry_the_transcripts_time_and_the_append_time_apart(tmp_path):
+    before = datetime.now(timezone.utc)
+    s = import_path(Ledger.open("memory://"), _layout(tmp_path), name="real").session
+    events = list(s.events())
+    first = json.loads(REAL.read_text().splitlines()[events[1].meta["line"] - 1])  # o1's transcript line
+    assert events[0].at == events[1].at == datetime.fromisoformat(first["timestamp"].replace("Z", "+00:00"))
+    assert events[0].recorded is not None and events[0].recorded >= before
+    assert all(ev.at.year == 2026 and ev.at.month == 2 for ev in events)  # February, not today
+    assert all(ev.recorded is not None and ev.recorded >= before for ev in events)
+    # the checkpoint mark carries the time of the last line it covers, not the import time
+    assert events[-1].type == "Marked" and events[-1].at < before
+
+
+def test_happened_at_is_validated_and_a_bad_time_writes_nothing():
+    s = Ledger.open("memory://").create_session("t")
+    for bad in ("yesterday", "2026-02-12T14:00:00", datetime(2026, 2, 12), 42):
+        with pytest.raises(InvalidInputError):
+            with s.happened_at(bad):
+                s.observe("never written")
+    assert s.position == 1
+    with s.happened_at("2026-02-12T14:00:00Z"):
+        sp = s.observe("written then")
+    ev = s.event(sp.position)
+    assert ev.at == datetime(2026, 2, 12, 14, tzinfo=timezone.utc) and ev.recorded > ev.at
+    assert s.event(s.observe("now").position).recorded is None  # outside the block: one time
+
+
+def test_original_time_survives_export_and_import(tmp_path):
+    ledger = Ledger.open("memory://")
+    s = import_path(ledger, _layout(tmp_path), name="real").session
+    lines = s.export()
+    copy = Ledger.open("memory://").import_(lines)
+    assert [(e.at, e.recorded) for e in copy.events()] == [(e.at, e.recorded) for e in s.events()]
