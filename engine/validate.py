@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 import msgspec
@@ -12,6 +13,11 @@ from engine.spans import KINDS, ROLES
 MAX_TEXT_BYTES = 8 * 1024 * 1024
 MAX_META_BYTES = 256 * 1024
 MAX_LABEL_CHARS = 200
+# How deep meta may nest (meta itself is level 1). Every reader decodes an event recursively (msgspec,
+# the JSON export, the CLI inside click, the viewer inside an ASGI stack), each level costing a few
+# frames of Python's recursion limit of 1,000; at 64 each of them has room to spare, so an accepted
+# event is always readable.
+MAX_META_DEPTH = 64
 
 _msgpack = msgspec.msgpack.Encoder()
 _json = msgspec.json.Encoder()
@@ -116,8 +122,14 @@ def meta(value: Any) -> dict[str, Any]:
         encoded = _json.encode(value)
     except (TypeError, msgspec.EncodeError, UnicodeEncodeError) as e:
         raise InvalidInputError(f"meta must be JSON-serializable: {e}") from None
+    except RecursionError:  # nested past what any reader could decode (or a cycle)
+        raise InvalidInputError(f"meta nests too deep (or refers to itself); the limit is {MAX_META_DEPTH} levels") from None
     if len(encoded) > MAX_META_BYTES:
         raise InvalidInputError(f"meta is {len(encoded):,} bytes; the limit is {MAX_META_BYTES:,}")
+    if encoded.count(b"[") + encoded.count(b"{") > MAX_META_DEPTH:  # else it cannot nest that deep
+        depth = nesting(value, MAX_META_DEPTH)
+        if depth > MAX_META_DEPTH:
+            raise InvalidInputError(f"meta nests more than {MAX_META_DEPTH} levels deep; the limit is {MAX_META_DEPTH}")
     # Round-trip so what is stored is exactly what JSON export/import will reproduce.
     decoded = msgspec.json.decode(encoded)
     try:
@@ -127,6 +139,37 @@ def meta(value: Any) -> dict[str, Any]:
             "meta holds an integer outside the 64-bit range the log can store; store it as a str"
         ) from None
     return decoded
+
+
+def nesting(value: Any, limit: int) -> int:
+    """How many containers deep ``value`` nests (a scalar is 0, ``{}`` is 1, a Struct counts as a
+    container), counted without recursion; the walk stops once it passes ``limit`` and returns
+    ``limit + 1``, so a hostile value costs at most ``limit`` levels of work per branch."""
+    deepest = 0
+    stack = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        obj, depth = pop()
+        t = obj.__class__
+        if t is dict:
+            children = obj.values()
+        elif t is list or t is tuple:
+            children = obj
+        elif isinstance(obj, msgspec.Struct):
+            children = [getattr(obj, f) for f in obj.__struct_fields__]
+        elif isinstance(obj, (dict, list, tuple)):
+            children = obj.values() if isinstance(obj, dict) else obj
+        else:
+            continue
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                return limit + 1
+        for child in children:
+            c = child.__class__
+            if c is dict or c is list or c is tuple or isinstance(child, (dict, list, tuple, msgspec.Struct)):
+                push((child, depth + 1))
+    return deepest
 
 
 def span_ids(value: Any, what: str = "span ids") -> tuple[str, ...]:
@@ -168,3 +211,17 @@ def tool_shape(role: str, kind: str, meta: dict[str, Any]) -> None:
         raise InvalidInputError(f"thinking is the assistant's reasoning, not {role!r}'s")
     elif role == "tool":
         raise InvalidInputError("role 'tool' is only for kind='tool_result'")
+
+
+def moment(value: Any, what: str = "time") -> datetime:
+    """An aware datetime from a datetime or an ISO 8601 string (``Z`` for UTC is accepted)."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            raise InvalidInputError(f"{what} must be an ISO 8601 time, not {value[:60]!r}") from None
+    if not isinstance(value, datetime):
+        raise InvalidInputError(f"{what} must be a datetime or an ISO 8601 string, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidInputError(f"{what} must carry a time zone (e.g. 2026-02-12T14:48:36Z), not {value.isoformat()!r}")
+    return value.astimezone(timezone.utc)

@@ -15,12 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from datetime import datetime, timezone
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from engine import validate
 from engine.errors import ImportFormatError, InvalidInputError
 from engine.spans import Provenance, Span
 
@@ -71,9 +73,12 @@ class Compact:
     span ``text`` written ``by`` the tool; ``after`` are observations that follow it (harness text).
     ``text`` None means the summary is not readable (the spans are only pruned). ``keep`` gets the
     live spans in order and returns the ids that stay live (a partial compaction's preserved part);
-    ``after`` may also be a function of the live spans (a replacement history's new items)."""
+    ``after`` may also be a function of the live spans (a replacement history's new items).
+    ``inputs`` are what the summarizer was given besides the live spans (its prompt, the user's
+    compaction instruction, context a hook injected): observed first, unless a live span already
+    holds the same text, so that they are among the summary's sources."""
 
-    __slots__ = ("text", "by", "meta", "keep", "after", "stream", "role")
+    __slots__ = ("text", "by", "meta", "keep", "after", "stream", "role", "inputs")
 
     def __init__(
         self,
@@ -84,10 +89,12 @@ class Compact:
         after: Iterable[Observe] | Callable[[list[Span]], list[Observe]] = (),
         stream: str = "",
         role: str = "user",
+        inputs: Iterable[Observe] = (),
     ):
         self.text, self.by, self.meta, self.keep = text, by, meta, keep
         self.after = after if callable(after) else list(after)
         self.stream, self.role = stream, role
+        self.inputs = list(inputs)
 
 
 class Forget:
@@ -311,6 +318,8 @@ class SessionWriter:
         self._count_many = getattr(counter, "count_many", None)
         self._count = getattr(counter, "count", None)
         self.derived_by: dict[str, str] = {}
+        self._time_raw: Any = None
+        self._last_time: datetime | None = None
 
     def add(self, item: Any) -> None:
         self._queue.append(item)
@@ -327,8 +336,10 @@ class SessionWriter:
             return
         observed = [i for i in queue if type(i) is Observe]
         for c in queue:
-            if type(c) is Compact and not callable(c.after):
-                observed.extend(c.after)
+            if type(c) is Compact:
+                observed.extend(c.inputs)
+                if not callable(c.after):
+                    observed.extend(c.after)
         texts = [i.text for i in observed]
         if self._count_many is not None:
             counts = self._count_many(texts)
@@ -339,16 +350,36 @@ class SessionWriter:
         with s.batch():
             for item in queue:
                 t = type(item)
-                if t is Observe:
-                    self._observe(item, tokens.get(id(item)))
-                elif t is Compact:
-                    self._compact(item, tokens)
-                elif t is Forget:
-                    self._forget(item)
-                elif t is Apply:
-                    item.fn(s, self.report)
+                # each event keeps the transcript's own time (the append time goes to ``recorded``)
+                with s.happened_at(self._time(item)):
+                    if t is Observe:
+                        self._observe(item, tokens.get(id(item)))
+                    elif t is Compact:
+                        self._compact(item, tokens)
+                    elif t is Forget:
+                        self._forget(item)
+                    elif t is Apply:
+                        item.fn(s, self.report)
             if checkpoint is not None:
-                s.mark(CHECKPOINT_LABEL, by=by, reason=checkpoint)
+                with s.happened_at(self._last_time):
+                    s.mark(CHECKPOINT_LABEL, by=by, reason=checkpoint)
+
+    def _time(self, item: Any) -> datetime | None:
+        """The original time of an item: its meta's ``timestamp`` (ISO 8601 or epoch seconds), when
+        it has a readable one; the last one seen is the time of the checkpoint that follows."""
+        meta = getattr(item, "meta", None)
+        raw = meta.get("timestamp") if isinstance(meta, dict) else None
+        if raw is None or isinstance(raw, bool):
+            return None
+        if raw == self._time_raw:
+            return self._last_time
+        try:
+            when = (datetime.fromtimestamp(raw, timezone.utc) if isinstance(raw, (int, float))
+                    else validate.moment(raw))
+        except (InvalidInputError, ValueError, OverflowError, OSError):
+            return None
+        self._time_raw, self._last_time = raw, when
+        return when
 
     def _observe(self, item: Observe, tokens: int | None) -> None:
         span = self.session.observe(item.text, role=item.role, kind=item.kind, meta=item.meta, tokens=tokens)
@@ -359,6 +390,12 @@ class SessionWriter:
     def _compact(self, item: Compact, tokens: dict[int, int]) -> None:
         self.report.compactions += 1
         s = self.session
+        if item.inputs:
+            held = {sp.text for sp in s.spans()}
+            for obs in item.inputs:
+                if obs.text not in held:
+                    held.add(obs.text)
+                    self._observe(obs, tokens.get(id(obs)))
         live = s.spans()
         kept = item.keep(live) if item.keep else set()
         after = item.after(live) if callable(item.after) else item.after

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from engine import validate
 from engine.errors import DuplicateSessionError, InvalidInputError
 from engine.importers.base import (
     CHUNK,
@@ -79,8 +80,10 @@ def _import_one(importer: Importer, ledger: Ledger, source: Path, name: str, inf
     dry = ImportReport(format=importer.format, source=str(source), session=name)
     ctx = ParseContext(source, dry, skip_bad=skip_bad, info=info)
     ctx.links = links
+    began = None  # the transcript's own time of its first item: when the session really started
     for _item in importer.parse(importer.read(source, start, ctx, follow=follow), ctx):
-        pass
+        if began is None:
+            began = _item_time(_item)
 
     report = ImportReport(format=importer.format, source=str(source), session=name, sessions=[name])
     first = start.line if start else 0
@@ -97,7 +100,7 @@ def _import_one(importer: Importer, ledger: Ledger, source: Path, name: str, inf
     # checkpoint, so an interrupted import resumes exactly where its last chunk ended.
     by = f"ctxledger-import:{importer.format}"
     if session is None:
-        session = ledger.create_session(name, strict=False, by=by,
+        session = ledger.create_session(name, strict=False, by=by, happened_at=began,
                                         reason=json.dumps({"format": importer.format, "source": str(source), **info}))
     ctx = ParseContext(source, report, skip_bad=skip_bad, info=info)
     ctx.links = links
@@ -164,3 +167,14 @@ def _resume_point(importer: Importer, session: Session | None, source: Path, nam
         )
     return cp
 
+
+def _item_time(item: Any) -> Any:
+    """An item's original time, if its meta has a readable one (else None)."""
+    meta = getattr(item, "meta", None)
+    raw = meta.get("timestamp") if isinstance(meta, dict) else None
+    if raw is None:
+        return None
+    try:
+        return validate.moment(raw)
+    except InvalidInputError:
+        return None
