@@ -1,8 +1,8 @@
-"""Only the optional C accelerators live here; everything else is in pyproject.toml.
+"""Only the optional C accelerator lives here; everything else is in pyproject.toml.
 
-``engine._wordcount`` speeds up exact token counting (see engine/_wordcount.c), ``engine._chainhash``
-the hash chain's BLAKE2b digest (see engine/_chainhash.c). Both are optional: where no C compiler is
-available the build skips them and ctxledger computes the same in pure Python (and hashlib).
+``engine._wordcount`` speeds up exact token counting (see engine/_wordcount.c). It is optional: where
+no C compiler is available the build skips it and ctxledger counts the same in pure Python
+(``CTXLEDGER_NO_NATIVE=1`` makes an installed build do so too).
 """
 
 from setuptools import Extension, setup
@@ -10,6 +10,5 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension("engine._wordcount", ["engine/_wordcount.c"], optional=True),
-        Extension("engine._chainhash", ["engine/_chainhash.c"], optional=True),
     ]
 )

@@ -9,7 +9,6 @@ The hash chain is computed over the plaintext payload bytes exactly as stored.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import zlib
 from datetime import datetime
 from typing import Any
@@ -125,19 +124,9 @@ def decompress_snapshot(data: bytes) -> bytes:
 CHAIN_DIGEST_SIZE = 16
 
 
-def _hashlib_chain_hash(payload: bytes) -> bytes:
+def chain_hash(payload: bytes) -> bytes:
     """What the next event's ``prev`` must hold: a 128-bit BLAKE2b digest of this payload."""
     return hashlib.blake2b(payload, digest_size=CHAIN_DIGEST_SIZE).digest()
-
-
-try:  # the same digest computed in C (engine/_chainhash.c), a third less time per event
-    # Imported by name: the import-linter contracts cannot see a compiled module and would take a
-    # plain import of it for an import of the whole ``engine`` package.
-    _native = importlib.import_module("engine._chainhash")
-    assert _native.DIGEST_SIZE == CHAIN_DIGEST_SIZE
-    chain_hash = _native.chain_hash
-except ImportError:  # pragma: no cover - depends on the build
-    chain_hash = _hashlib_chain_hash
 
 
 class EventMapper(Mapper):
