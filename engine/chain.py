@@ -14,12 +14,14 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import StoredEvent
 
-from engine.codec import SESSION_DECODERS, chain_hash, decode_payload, encode_payload
-from engine.errors import LedgerError
+from engine.codec import SESSION_DECODERS, chain_hash, decode_payload, encode_payload, first_unreadable, readable, too_deep_message
+from engine.errors import CorruptLogError, LedgerError
 from engine.events import Event, SessionStarted
 from engine.store import LAST_POSITION, LogStore, error_message, storage_error
 
-__all__ = ["ChainWalk", "VerifyResult", "verify_chain", "explain_chain"]
+__all__ = ["ChainWalk", "VerifyResult", "verify_chain", "explain_chain", "TAMPERED", "UNDECODABLE"]
+
+TAMPERED, UNDECODABLE = "tampered", "undecodable"
 
 PAGE = 500  # rows read, decoded and hashed at a time: small enough to stay in the CPU's caches
 
@@ -35,6 +37,9 @@ class VerifyResult(msgspec.Struct, frozen=True, kw_only=True):
     head: str = ""  # hex hash of the last event: anchor it elsewhere to detect truncation
     first_bad_position: int | None = None
     reason: str = ""
+    # Why it is not ok: "tampered" (the stored log contradicts what was written) or "undecodable"
+    # (the bytes are the ones written, as far as the chain shows, but cannot be decoded here).
+    cause: str = ""
 
     def __bool__(self) -> bool:
         return self.ok
@@ -105,6 +110,10 @@ class ChainWalk:
                 except Exception:
                     self.ok = False
                     break
+        deep = first_unreadable(payloads, events)
+        if deep is not None:  # decoded here, but not by every reader: stop before it
+            del events[deep:]
+            self.ok = False
         digests = [chain_hash(payload) for payload in payloads[: len(events)]]
         verified: list[Event] = []
         prev, expected = self.head, self.last + 1
@@ -150,7 +159,7 @@ def verify_chain(store: LogStore, session_id: UUID, stop: int | None, pending: S
         return VerifyResult(ok=True, position=walk.last, head=walk.head.hex())
     if pending and stop is not None and walk.last >= stop:  # the stored log is sound
         return VerifyResult(
-            ok=False, position=walk.last, first_bad_position=walk.last + 1,
+            ok=False, position=walk.last, first_bad_position=walk.last + 1, cause=TAMPERED,
             reason=f"the unsaved event at position {walk.last + 1} does not chain to the event before it",
         )
     return explain_chain(store, session_id, stop)
@@ -169,12 +178,39 @@ def explain_chain(store: LogStore, session_id: UUID, stop: int | None) -> Verify
     expected = 1
     checked = 0
 
-    def fail(bad: int, reason: str) -> VerifyResult:
-        return VerifyResult(ok=False, position=checked, first_bad_position=bad, reason=reason)
+    def fail(bad: int, reason: str, cause: str = TAMPERED) -> VerifyResult:
+        return VerifyResult(ok=False, position=checked, first_bad_position=bad, reason=reason, cause=cause)
 
     def read(row: StoredEvent) -> tuple[bytes, Any]:
         payload = store.plaintext(row)
-        return payload, decode_payload(row.topic, payload, None, row.originator_version)
+        ev = decode_payload(row.topic, payload, None, row.originator_version)
+        if not readable(payload, ev):
+            raise CorruptLogError(too_deep_message(row.originator_version), position=row.originator_version)
+        return payload, ev
+
+    def cannot_read(row: StoredEvent, rows: Iterator[StoredEvent], e: Exception) -> VerifyResult:
+        """An event that does not decode is tampering, unless it decodes but nests deeper than the
+        readers allow and the chain does not contradict its bytes (the event after it chains to
+        them, or it is the last): an older ctxledger accepted such input."""
+        position = row.originator_version
+        why = error_message(e)
+        if not why.startswith(f"event at position {position} "):
+            why = f"event at position {position} cannot be read: {why}"
+        if why != too_deep_message(position):
+            return fail(position, why)
+        payload = store.plaintext(row)
+        nxt = successor = None
+        with contextlib.suppress(Exception):
+            nxt = next(rows, None)
+            if nxt is not None and nxt.originator_version == position + 1:
+                successor = read(nxt)[1]
+        if successor is not None and successor.prev == chain_hash(payload):
+            return fail(position, f"{why}; its bytes are the ones written (the event after it chains to them)",
+                        UNDECODABLE)
+        if nxt is None:
+            return fail(position, f"{why}; it is the last event (nothing after it vouches for its bytes)",
+                        UNDECODABLE)
+        return fail(position, f"{why}, and the event after it does not chain to it")
 
     try:
         rows = store.raw_events(session_id, stop)
@@ -186,7 +222,7 @@ def explain_chain(store: LogStore, session_id: UUID, stop: int | None) -> Verify
             try:
                 payload, ev = read(row)
             except Exception as e:
-                return fail(position, f"event at position {position} cannot be read: {error_message(e)}")
+                return cannot_read(row, rows, e)
             if not isinstance(ev, Event):
                 return fail(position, f"position {position} holds a {row.topic}, not a session event")
             if ev.originator_version != position:

@@ -20,6 +20,7 @@ from eventsourcing.persistence import Mapper, StoredEvent
 
 from engine.errors import CorruptLogError
 from engine.events import EVENT_TYPES
+from engine.validate import MAX_META_DEPTH, nesting
 from projections.buffer import BufferState
 
 __all__ = [
@@ -30,6 +31,9 @@ __all__ = [
     "decode_payload",
     "chain_hash",
     "EventMapper",
+    "READABLE_DEPTH",
+    "readable",
+    "first_unreadable",
 ]
 
 TOPIC_PREFIX = "ctxledger:"
@@ -101,9 +105,40 @@ def decode_payload(topic: str, payload: bytes, originator_id: Any = None, positi
         raise CorruptLogError(
             f"event at position {position} does not decode as {topic!r}: {_one_line(e)}", position=position
         ) from None
+    except RecursionError:
+        raise CorruptLogError(too_deep_message(position), position=position) from None
     if originator_id is not None:
         msgspec.structs.force_setattr(obj, "originator_id", originator_id)
     return obj
+
+
+def too_deep_message(position: int | None) -> str:
+    return (f"event at position {position} nests deeper than {READABLE_DEPTH} levels: too deep for the "
+            "readers of the log to decode (ctxledger refuses such input when it is written)")
+
+
+# An event nests one level (the event itself) above its meta, which validation bounds.
+READABLE_DEPTH = MAX_META_DEPTH + 1
+# The msgpack bytes that open a map or an array: a payload with no more of them than READABLE_DEPTH
+# cannot nest deeper, whatever they stand for (they also occur inside strings and numbers).
+_NOT_CONTAINERS = bytes(b for b in range(256) if not (0x80 <= b <= 0x9F or 0xDC <= b <= 0xDF))
+
+
+def readable(payload: bytes, event: Any) -> bool:
+    """Whether a decoded event nests no deeper than every reader can decode: a cheap count of the
+    payload's container bytes first, the exact walk only when the count allows more."""
+    if len(payload.translate(None, _NOT_CONTAINERS)) <= READABLE_DEPTH:
+        return True
+    return nesting(event, READABLE_DEPTH) <= READABLE_DEPTH
+
+
+def first_unreadable(payloads: list[bytes], events: list[Any]) -> int | None:
+    """The index of the first event of a page that nests deeper than every reader can decode."""
+    keep, limit = _NOT_CONTAINERS, READABLE_DEPTH
+    for i in [i for i, p in enumerate(payloads) if len(p.translate(None, keep)) > limit]:
+        if i < len(events) and nesting(events[i], limit) > limit:
+            return i
+    return None
 
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -180,7 +215,7 @@ class EventMapper(Mapper):
             return [self.to_domain_event(StoredEvent(originator_id, p, t, d)) for p, t, d in rows]
         try:
             events = [_DECODERS[topic].decode(data) for _, topic, data in rows]
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             for position, topic, data in rows:  # find, and name, the row that does not decode
                 decode_payload(topic, data, None, position)
             raise  # pragma: no cover - the loop above raised

@@ -428,10 +428,10 @@ class LogStore:
             ) from None
         except LedgerError:
             raise
-        except (KeyError, AttributeError, TypeError, IndexError) as e:  # the fold hit an impossible event
+        except (KeyError, AttributeError, TypeError, IndexError):  # the fold hit an impossible event
             raise CorruptLogError(
-                f"session {display or str(session_id)!r} does not replay from its log "
-                f"({type(e).__name__}: {e}); `ctxledger verify` names the first bad position"
+                f"session {display or str(session_id)!r} does not replay from its log (an event does not "
+                "apply to the buffer before it); `ctxledger verify` names the first bad position"
             ) from None
         except Exception as e:
             raise storage_error(e, "cannot load the session") from None

@@ -64,11 +64,18 @@ def main(ctx: click.Context, url: str, checker: str) -> None:
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0, 32), *range(127, 160))}
+# Unicode bidi controls (U+202E RIGHT-TO-LEFT OVERRIDE and friends) reorder what a terminal shows,
+# and the invisible ones hide text: escaped too, as the viewer and the report show them.
+# (engine.report.BIDI_CONTROLS holds the same list; it is not imported to keep the CLI's start fast.)
+_BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_CONTROL.update({ord(c): f"\\u{ord(c):04x}" for c in _BIDI})
+_CONTROL.update({c: f"\\u{c:04x}" for c in (0x200B, 0x200C, 0x200D, 0x2028, 0x2029, 0xFEFF)})
 
 
 def printable(text: str) -> str:
     """Text fit for a terminal: span text is untrusted data, so control characters (escape
-    sequences included) are shown escaped, never interpreted."""
+    sequences included), bidi controls and invisible characters are shown escaped, never
+    interpreted."""
     return text.translate(_CONTROL)
 
 

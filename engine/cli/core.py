@@ -199,6 +199,9 @@ def show_cmd(ctx, session, at, fmt, as_json) -> None:
 def verify_cmd(ctx, session, all_sessions, as_json, checkpoint_file, public_key) -> None:
     """Walk the hash chain of a session's log; exit 1 and name the first bad position if it breaks.
 
+    BROKEN means the stored log contradicts what was written (tampering); UNDECODABLE means an
+    event's bytes are as written but cannot be decoded (e.g. nested deeper than readers allow).
+
     With --checkpoint and --public-key the log is also held against signed checkpoints, which
     catches what a chain cannot: a changed or deleted last event, or a recomputed chain.
 
@@ -234,7 +237,8 @@ def verify_cmd(ctx, session, all_sessions, as_json, checkpoint_file, public_key)
             if r.ok:
                 click.echo(f"{name}: OK, {r.position} events, head {r.head}" + (f"; {r.reason}" if r.reason else ""))
             else:
-                click.echo(f"{name}: BROKEN at position {r.first_bad_position}: {r.reason}")
+                verdict = "UNDECODABLE" if r.cause == "undecodable" else "BROKEN"
+                click.echo(f"{name}: {verdict} at position {r.first_bad_position}: {r.reason}")
     if bad:
         sys.exit(EXIT_FOUND)
 

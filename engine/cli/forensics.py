@@ -8,6 +8,7 @@ import sys
 import click
 
 from engine.cli._app import EXIT_FOUND, emit_json, handle_errors, main, open_ledger, shorten, to_builtins
+from engine.errors import CorruptLogError
 
 __all__ = ["audit_cmd", "blame_cmd", "lineage_cmd", "diff_cmd", "timeline_cmd"]
 
@@ -47,7 +48,13 @@ def audit_cmd(ctx, session, at, severity, as_json) -> None:
       ctxledger audit agent-42 --severity warning || echo "drift found"
     """
     with open_ledger(ctx) as ledger:
-        report = ledger.session(session).audit(at=at)
+        try:
+            report = ledger.session(session).audit(at=at)
+        except CorruptLogError:
+            # A log that cannot even be replayed is a finding of the audit, not a store failure.
+            report = _unreplayable_report(ledger, session)
+            if report is None:  # the chain is sound: the store itself is at fault
+                raise
     if as_json:
         emit_json(to_builtins(report))
     else:
@@ -68,6 +75,21 @@ def audit_cmd(ctx, session, at, severity, as_json) -> None:
             click.echo(f"  {f.severity:<7} {f.kind:<21} {where}{pos:<6}  {f.message}")
     if not report.ok:
         sys.exit(EXIT_FOUND)
+
+
+def _unreplayable_report(ledger, session: str):
+    """The audit of a session whose log does not replay: the chain's verdict as its one finding
+    (None when the chain is sound)."""
+    from projections.audit import CHAIN, AuditReport, Finding
+
+    result = ledger.verify(session)
+    if result.ok:
+        return None
+    bad = result.first_bad_position
+    finding = Finding(kind=CHAIN, severity="error", positions=(bad,) if bad else (),
+                      message=f"the log does not replay; its hash chain breaks at position {bad}: {result.reason}")
+    return AuditReport(session=session, position=result.position, ok=False, findings=(finding,),
+                       errors=1, chain_ok=False, checker=ledger.checker.name if ledger.checker else "lexical")
 
 
 @main.command("blame")
