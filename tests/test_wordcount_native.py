@@ -3,16 +3,22 @@ what the Python word cache does, and that an install on a machine with a C compi
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import random
 import shutil
+import subprocess
+import sys
 import sysconfig
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import engine.native as native
 import engine.tokens as tokens
-from engine import BPECounter, InvalidInputError
+from engine import BPECounter, InvalidInputError, tokenizer_packages
 
 WordTable = tokens._WordTable
 
@@ -21,11 +27,13 @@ def test_an_install_with_a_c_compiler_builds_the_extension():
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None:
         pytest.skip(f"no C compiler ({compiler}) here: ctxledger counts in pure Python, the same counts")
+    if os.environ.get(native.NO_NATIVE_ENV):
+        pytest.skip(f"{native.NO_NATIVE_ENV} is set: this run checks the Python fallback")
     assert WordTable is not None, "engine._wordcount was not built: reinstall with `pip install -e .`"
     assert BPECounter().native is True
 
 
-needs_c = pytest.mark.skipif(WordTable is None, reason="engine._wordcount is not built (no C compiler)")
+needs_c = pytest.mark.skipif(WordTable is None, reason=native.unavailable_reason)
 
 
 def counting(seen: list[str]):
@@ -165,7 +173,7 @@ def test_the_c_and_python_lookups_count_every_text_alike_and_like_tiktoken(seed,
         texts.append(rng.choice([" ", " ", " ", "  ", "\n", "\t "]).join(parts) + rng.choice(["", "", " ", "\n"]))
     tokens._word_counts.cache_clear()
     native, python = BPECounter(native=True), BPECounter(native=False)
-    reference = tokens._encoding("o200k_base").encode_ordinary
+    reference = tokenizer_packages.tiktoken_encoding("o200k_base").encode_ordinary
     for text in texts:
         expected = len(reference(text))
         assert native.count(text) == expected, text
@@ -175,10 +183,44 @@ def test_the_c_and_python_lookups_count_every_text_alike_and_like_tiktoken(seed,
 
 def test_native_true_without_the_extension_names_how_to_get_it(monkeypatch):
     monkeypatch.setattr(tokens, "_WordTable", None)
+    monkeypatch.setattr(native, "unavailable_reason", "the C extension engine._wordcount is not built; it is built "
+                        "when ctxledger is installed on a machine with a C compiler")
     with pytest.raises(InvalidInputError, match=r"C compiler"):
         BPECounter(native=True)
     counter = BPECounter()
     assert counter.native is False
     assert counter.count("billing-api returned 503") == len(
-        tokens._encoding("o200k_base").encode_ordinary("billing-api returned 503")
+        tokenizer_packages.tiktoken_encoding("o200k_base").encode_ordinary("billing-api returned 503")
     )
+
+
+def test_the_environment_switch_forces_the_python_fallback_with_the_same_counts():
+    """CTXLEDGER_NO_NATIVE=1 (how .ci/run checks the fallback): a fresh process never loads the C
+    extension, the default counter looks words up in Python, native=True says why it cannot, and the
+    counts are tiktoken's. Unset or 0, the build is used where there is one."""
+    text = "billing-api returned 503 at 14:02 [7-123] retry"
+    code = (
+        "import json, sys\n"
+        "from engine import BPECounter, InvalidInputError\n"
+        "c = BPECounter()\n"
+        f"out = {{'native': c.native, 'count': c.count({text!r})}}\n"
+        "out['loaded'] = 'engine._wordcount' in sys.modules\n"
+        "try:\n"
+        "    BPECounter(native=True)\n"
+        "except InvalidInputError as e:\n"
+        "    out['refused'] = e.message\n"
+        "print(json.dumps(out))\n"
+    )
+    expected_count = len(tokenizer_packages.tiktoken_encoding("o200k_base").encode_ordinary(text))
+    built = importlib.util.find_spec("engine._wordcount") is not None  # whatever this process was told
+    for value, c_expected in (("1", False), (" 1 ", False), ("0", built), ("", built)):
+        env = {**os.environ, native.NO_NATIVE_ENV: value}
+        run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        out = json.loads(run.stdout)
+        assert out["native"] is c_expected and out["loaded"] is c_expected, (value, out)
+        assert out["count"] == expected_count
+        if c_expected:
+            assert "refused" not in out
+        elif value.strip() == "1":
+            assert "CTXLEDGER_NO_NATIVE is set" in out["refused"]
