@@ -13,7 +13,7 @@ Categories, each item counted once per distinct text:
   "never", "don't", ...), judged the same way;
 - ``paths``, ``numbers`` (numbers, quantities, times, dates, versions) and ``ids`` (UUIDs,
   hashes, error codes, identifiers, URLs, hosts, emails): the specifics
-  ``projections.specifics.extract`` finds in any source; kept when the summary states the same
+  ``projections.grounding.specifics.extract`` finds in any source; kept when the summary states the same
   specific (same normalized value) or its text;
 - ``commands``: shell commands the agent ran (the ``command``/``cmd`` argument of a tool call);
   kept when the summary holds the command's text;
@@ -28,14 +28,20 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from engine.errors import InvalidInputError, SpanStateError
+from engine.events import Rederived, Rewritten
 from engine.spans import Span
-from projections.specifics import extract, grams, tokens
+from projections.buffer import span_from_event
+from projections.grounding.specifics import extract, grams, tokens
 
-__all__ = ["LostItem", "LostCategory", "LostReport", "lost", "CATEGORIES", "is_instruction", "user_words"]
+if TYPE_CHECKING:
+    from engine.reading import LogReader
+
+__all__ = ["LostItem", "LostCategory", "LostReport", "lost", "summary_of", "CATEGORIES", "is_instruction", "user_words"]
 
 CATEGORIES = ("user_messages", "instructions", "paths", "commands", "errors", "numbers", "ids")
 
@@ -99,6 +105,31 @@ def user_words(span: Span) -> bool:
 def is_instruction(text: str) -> bool:
     """Whether a user message asks for or forbids something."""
     return bool(_IMPERATIVE.search(text) or _OBLIGATION.search(text))
+
+
+def summary_of(reader: LogReader, span_id: str | None = None) -> Span:
+    """The summary (derived span) ``span_id`` of a session, live or not; by default the newest
+    compaction's (the newest live derived span, else the newest written). ``InvalidInputError`` when
+    the session has none, ``SpanStateError`` for an observed span's id."""
+    if span_id is not None:
+        reader.check_span_id(span_id)
+        if not span_id.startswith("d"):
+            raise SpanStateError(f"{span_id} is an observed span; name a summary (a derived span: d1, d2, ...)",
+                                 span_id=span_id)
+    live = reader.state.live
+    if span_id is not None and span_id in live:
+        return live[span_id]
+    if span_id is None:
+        derived = [s for s in live.values() if s.derived]
+        if derived:
+            return max(derived, key=lambda s: s.position)
+    found = None
+    for ev in reader.events():
+        if isinstance(ev, (Rewritten, Rederived)) and (span_id is None or ev.span_id == span_id):
+            found = ev
+    if found is None:
+        raise InvalidInputError(f"session {reader.name!r} has no compaction (no derived span) to inspect")
+    return span_from_event(found)
 
 
 def lost(summary: Span, sources: Sequence[Span]) -> LostReport:

@@ -55,13 +55,15 @@ def _run(agent: str, raw: bytes, db: str | None, budget: int | None) -> Outcome:
     if event not in ("PreCompact", "PostCompact") and not (event == "SessionStart" and payload.source == "compact"):
         return Outcome()  # not ours (an old settings entry, a wider matcher): nothing to do
 
-    from engine.hooks.notice import DEFAULT_BUDGET, compose, latest_compaction
+    from engine.errors import InvalidInputError
+    from engine.hooks.notice import DEFAULT_BUDGET, compose
     from engine.hooks.record import record
-    from engine.hooks.state import default_db_url, remember
+    from engine.hooks.state import default_db_url, ensure_folder, remember
     from engine.ledger import Ledger
+    from projections.lost import summary_of
 
     url = db or os.environ.get("CTXLEDGER_URL") or default_db_url()
-    _ensure_folder(url)
+    ensure_folder(url)
     with Ledger.open(url) as ledger:
         result = record(ledger, agent, payload)
         session = result.session
@@ -70,9 +72,13 @@ def _run(agent: str, raw: bytes, db: str | None, budget: int | None) -> Outcome:
         warning = f"skipped {skipped} malformed transcript line(s)" if skipped else ""
         if event == "PreCompact":
             return Outcome(error=warning, session=session.name)
-        summary = latest_compaction(session)
-        if summary is None:
+        try:
+            summary = summary_of(session)
+        except InvalidInputError:
             return Outcome(error=warning or f"no compaction in {payload.transcript_path} yet; nothing to check",
+                           session=session.name)
+        if not _is_this_compaction(session, summary, payload):
+            return Outcome(error=warning or f"the newest compaction is not in {payload.transcript_path} yet; nothing to check",
                            session=session.name)
         report = session.audit()
         if event == "PostCompact":
@@ -87,17 +93,23 @@ def _run(agent: str, raw: bytes, db: str | None, budget: int | None) -> Outcome:
         return Outcome(stdout=json.dumps(out, ensure_ascii=False), error=warning, notice=notice, session=session.name)
 
 
+def _is_this_compaction(session: Any, summary: Any, payload: Any) -> bool:
+    """Whether ``summary`` is the compaction the payload is about, not an earlier one (the agent may
+    fire the hook before the transcript holds the new summary): PostCompact's ``compact_summary``
+    must be in it when given; and the user has typed nothing since it was written."""
+    from projections.lost import user_words
+
+    if payload.compact_summary:
+        probe = " ".join(payload.compact_summary.split())[:200]
+        body = " ".join(summary.text.split())
+        if probe and probe not in body and body[:200] not in " ".join(payload.compact_summary.split()):
+            return False
+    return not any(user_words(s) and s.position > summary.position for s in session.spans())
+
+
 def _env_budget() -> int | None:
     value = os.environ.get("CTXLEDGER_NOTICE_BUDGET", "")
     return int(value) if value.isdigit() and int(value) > 0 else None
-
-
-def _ensure_folder(url: str) -> None:
-    """A SQLite store's folder exists (the default store lives in the user's data directory)."""
-    if url.startswith("sqlite:///"):
-        folder = os.path.dirname(os.path.expanduser(url[len("sqlite:///"):]))
-        if folder:
-            os.makedirs(folder, exist_ok=True)
 
 
 def main(argv: list[str] | None = None, stdin: BinaryIO | None = None, stdout: TextIO | None = None,

@@ -22,7 +22,7 @@ import msgspec
 from engine.spans import Span, id_ranges
 from projections.lost import is_instruction, user_words
 
-__all__ = ["Notice", "compose", "latest_compaction", "DEFAULT_BUDGET"]
+__all__ = ["Notice", "compose", "DEFAULT_BUDGET"]
 
 DEFAULT_BUDGET = 1_500
 _MAX_STATEMENT = 300
@@ -37,12 +37,6 @@ class Notice(msgspec.Struct, frozen=True, kw_only=True):
     recallable: tuple[str, ...] = ()  # user messages named only
     statements: int = 0  # unsupported statements named
     budget: int = DEFAULT_BUDGET
-
-
-def latest_compaction(session: Any) -> Span | None:
-    """The newest live derived span of ``session`` (the summary the last compaction wrote)."""
-    derived = [s for s in session.spans() if s.derived]
-    return max(derived, key=lambda s: s.position) if derived else None
 
 
 def compose(session: Any, summary: Span, report: Any, *, budget: int = DEFAULT_BUDGET, agent: str = "claude-code",
@@ -64,8 +58,9 @@ def compose(session: Any, summary: Span, report: Any, *, budget: int = DEFAULT_B
         room = budget // 2
         for i, (statement, whys) in enumerate(statements):
             line = f'- "{statement}": {"; ".join(whys)}'
-            if count("\n".join([*warn_lines, line])) > room and i:
-                warn_lines.append(f"- and {len(statements) - i} more (ledger_audit lists every finding)")
+            if count("\n".join([*warn_lines, line])) > room:
+                warn_lines.append(f"- {'and ' if i else ''}{len(statements) - i} {'more ' if i else ''}"
+                                  "(ledger_audit lists every finding)")
                 break
             warn_lines.append(line)
 
@@ -96,6 +91,9 @@ def compose(session: Any, summary: Span, report: Any, *, budget: int = DEFAULT_B
         quoted.pop()
     named = [s for s in ordered if s not in quoted]
     text = assemble(quoted, named)
+    if count(text) > budget:  # a budget smaller than the frame itself: the way back, and the count
+        warn = f" The audit found {len(statements)} unsupported statement(s) in it (ledger_audit)." if statements else ""
+        text = f"[ctxledger] Context compacted into {summary.id}.{warn} {tail}"
     return Notice(text=text, tokens=count(text), span_id=summary.id, shown=tuple(s.id for s in quoted),
                   recallable=tuple(s.id for s in named), statements=len(statements), budget=budget)
 

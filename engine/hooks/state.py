@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["state_dir", "default_db_url", "remember", "recorded", "locked"]
+__all__ = ["state_dir", "default_db_url", "ensure_folder", "remember", "recorded", "locked"]
 
 STATE_FILE = "hooks.json"
 
@@ -38,6 +38,14 @@ def default_db_url() -> str:
     every project, so ``mcp --follow`` finds a session whatever directory it was recorded from."""
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return f"sqlite:///{Path(base) / 'ctxledger' / 'hooks.db'}"
+
+
+def ensure_folder(url: str) -> None:
+    """A SQLite store's folder exists (the default store lives in the user's data directory)."""
+    if url.startswith("sqlite:///"):
+        folder = os.path.dirname(os.path.expanduser(url[len("sqlite:///"):]))
+        if folder:
+            os.makedirs(folder, exist_ok=True)
 
 
 @contextlib.contextmanager

@@ -34,15 +34,84 @@ try:
     from mcp.server.mcpserver.exceptions import ResourceError, ToolError
     from mcp.server.mcpserver.tools.base import Tool
     from mcp.types import CallToolResult, TextContent
-    from pydantic import ConfigDict, Field
+    from pydantic import ConfigDict, Field, ValidationError
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(f"the MCP server needs the MCP SDK: pip install 'ctxledger[mcp]' ({e})") from None
 
-__all__ = ["create_server", "BUFFER_URI", "FORENSIC_TOOLS"]
+__all__ = ["create_server", "create_follow_server", "BUFFER_URI", "FORENSIC_TOOLS", "FOLLOW_TOOLS"]
 
 BUFFER_URI = "ledger://buffer"
 FORENSIC_TOOLS = ("ledger_audit", "ledger_blame", "ledger_at")
 RECORDED_BY = "ctxledger-mcp"
+FOLLOW_TOOLS = ("context_search", "context_recall", "ledger_blame", "ledger_lost", "ledger_audit")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ctxledger")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree without metadata
+        return "0+unknown"
+
+
+_TYPE_WORDS = {
+    "list_type": "a list", "int_type": "an integer", "int_parsing": "an integer", "string_type": "a string",
+    "bool_type": "true or false", "bool_parsing": "true or false", "dict_type": "an object",
+    "float_type": "a number",
+}
+
+
+def _argument_problem(tool: str, exc: ValidationError, schema: dict[str, Any]) -> str:
+    """A refused call's arguments in words a model can act on: each bad argument and what it must be,
+    then the arguments the tool takes (never pydantic's text, its links or the values sent)."""
+    props = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    required = set(schema.get("required", ())) if isinstance(schema, dict) else set()
+    problems = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        kind, ctx = err.get("type", ""), err.get("ctx") or {}
+        if kind == "missing":
+            problems.append(f"'{field}' is required")
+        elif kind == "extra_forbidden":
+            problems.append(f"'{field}' is not an argument of {tool}")
+        elif kind in _TYPE_WORDS:
+            problems.append(f"'{field}' must be {_TYPE_WORDS[kind]}")
+        elif kind in ("too_short", "string_too_short") and "min_length" in ctx:
+            problems.append(f"'{field}' must have at least {ctx['min_length']} "
+                            + ("character" if kind == "string_too_short" else "item") + ("s" if ctx["min_length"] != 1 else ""))
+        elif kind in ("too_long", "string_too_long") and "max_length" in ctx:
+            problems.append(f"'{field}' must have at most {ctx['max_length']} "
+                            + ("characters" if kind == "string_too_long" else "items"))
+        elif kind == "string_pattern_mismatch":
+            hint = props.get(field, {}).get("description", "") if isinstance(props.get(field), dict) else ""
+            problems.append(f"'{field}' is not in the expected form" + (f" ({hint.rstrip('.')})" if hint else ""))
+        elif kind == "greater_than_equal":
+            problems.append(f"'{field}' must be {ctx.get('ge')} or more")
+        elif kind == "less_than_equal":
+            problems.append(f"'{field}' must be {ctx.get('le')} or less")
+        else:
+            problems.append(f"'{field}': {str(err.get('msg', 'not valid')).rstrip('.').lower()}")
+    takes = ", ".join(f"{name}{'' if name in required else '?'}" for name in props) or "no arguments"
+    return f"{tool} refused its arguments: {'; '.join(dict.fromkeys(problems))}. It takes: {takes}. Nothing was changed."
+
+
+class _LedgerTool(Tool):
+    """A tool whose refusals read as one short message: argument problems in words (not pydantic's
+    report), and a deliberate ``ToolError`` without the SDK's "Error executing tool ..." prefix."""
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        try:
+            self.fn_metadata.validate_arguments(arguments)
+        except ValidationError as exc:
+            raise ToolError(_argument_problem(self.name, exc, self.parameters)) from None
+        try:
+            return await super().run(arguments, context, convert_result)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if type(exc) is ToolError and type(cause) is ToolError:
+                raise ToolError(str(cause)) from None
+            raise
 
 
 def _pydantic_type(tp: Any) -> Any:
@@ -74,7 +143,7 @@ def _signature(cls: type) -> inspect.Signature:
 def _strict_tool(fn: Callable[..., Any], name: str, description: str, schema: dict[str, Any] | None = None) -> Tool:
     """A tool whose arguments the SDK validates strictly: no coercion ("5" is not 5), no unknown
     fields. ``schema`` (when given) is published instead of pydantic's rendering of the same rules."""
-    tool = Tool.from_function(fn, name=name, description=description, structured_output=False)
+    tool = _LedgerTool.from_function(fn, name=name, description=description, structured_output=False)
     loose = tool.fn_metadata.arg_model
 
     strict = type(loose.__name__, (loose,), {"model_config": ConfigDict(extra="forbid", strict=True, arbitrary_types_allowed=True)})
@@ -240,6 +309,7 @@ def create_server(
         ),
         tools=mcp_tools,
         log_level="WARNING",
+        version=_version(),
     )
 
     @server.resource(BUFFER_URI, name="buffer", description="The live context buffer, with span ids.", mime_type="text/plain")
@@ -247,3 +317,131 @@ def create_server(
         return recorder.read(lambda: f"{tools.budget_line()}\n\n{tools.render('text')}", ResourceError)
 
     return server
+
+
+class _Follower:
+    """The session the hooks recorded, re-resolved at every call (the agent may have started a new
+    session in the same directory), and its read-only tools."""
+
+    def __init__(self, ledger: Any, resolve: Callable[[], str], recall_tokens: int):
+        self.ledger = ledger
+        self.resolve = resolve
+        self.recall_tokens = recall_tokens
+        self.lock = threading.Lock()
+        self.session: Session | None = None
+        self.tools: ContextTools | None = None
+
+    def current(self) -> tuple[Session, ContextTools]:
+        name = self.resolve()
+        s = self.session
+        if s is None or s.name != name:
+            s = self.session = self.ledger.session(name)
+            self.tools = ContextTools(s, by="model", recall_tokens=self.recall_tokens, ledger=self.ledger)
+        elif self.ledger.store.head_version(s.id) != s.position:
+            s.refresh()
+        assert self.tools is not None
+        return s, self.tools
+
+    def read(self, fn: Callable[[Session, ContextTools], Any]) -> Any:
+        with self.lock:
+            try:
+                return fn(*self.current())
+            except LedgerError as e:
+                raise ToolError(e.message) from None
+
+
+def create_follow_server(ledger: Any, resolve: Callable[[], str], *, agent: str, where: str = "",
+                         recall_tokens: int = 2_000, name: str = "ctxledger") -> MCPServer:
+    """Read-only tools over the session an agent's hooks recorded (``ctxledger mcp --follow``), for an
+    agent whose context ctxledger does not own: ``context_search`` (the whole log),
+    ``context_recall`` (originals, paged under ``recall_tokens``), ``ledger_blame``, ``ledger_lost``
+    and ``ledger_audit``. ``resolve()`` names the session at each call. Nothing is recorded."""
+    from projections.lost import lost, summary_of
+
+    follower = _Follower(ledger, resolve, recall_tokens)
+    named: list[tuple[str, Callable[..., CallToolResult]]] = []
+    for tool_name in ("context_search", "context_recall"):
+        cls = argument_types()[tool_name]
+        defaults = {f.name: f.default for f in msgspec.structs.fields(cls) if not f.required}
+
+        def fn(_name=tool_name, _defaults=defaults, **arguments: Any) -> CallToolResult:
+            args = {k: v for k, v in arguments.items() if k not in _defaults or v != _defaults[k]}
+            return follower.read(lambda s, tools: _result(tools.call(_name, args)))
+
+        fn.__name__ = tool_name
+        fn.__signature__ = _signature(cls)  # type: ignore[attr-defined]
+        named.append((tool_name, fn))
+
+    def ledger_audit() -> CallToolResult:
+        def run(s: Session, _tools: ContextTools) -> CallToolResult:
+            report = s.audit()
+            lines = [f"audit of {s.name!r} at position {report.position}: {report.errors} errors, "
+                     f"{report.warnings} warnings, {report.infos} info"]
+            lines += [f"- {f.severity} {f.kind}: {f.message}" for f in report.findings[:50]]
+            return CallToolResult(content=[TextContent(type="text", text="\n".join(lines))],
+                                  structured_content=msgspec.to_builtins(report))
+
+        return follower.read(run)
+
+    def ledger_blame(
+        text: Annotated[str, Field(min_length=1, max_length=2_000, description="A piece of text to trace back to where it came from.")],
+    ) -> CallToolResult:
+        def run(s: Session, _tools: ContextTools) -> CallToolResult:
+            hits = s.blame(text)
+            body = "\n".join(f"- {h.message}" for h in hits[:20]) if hits else f"{text!r} is in no span of this session"
+            return CallToolResult(content=[TextContent(type="text", text=body)],
+                                  structured_content={"hits": msgspec.to_builtins(hits[:20])})
+
+        return follower.read(run)
+
+    def ledger_lost(
+        compaction: Annotated[str, Field(default="", max_length=20, pattern=r"^(d[0-9]+)?$",
+                                         description="The summary's span id (d1, d2, ...); default the newest compaction.")] = "",
+    ) -> CallToolResult:
+        def run(s: Session, _tools: ContextTools) -> CallToolResult:
+            summary = summary_of(s, compaction or None)
+            report = lost(summary, s.originals(summary.id))
+            lines = [f"{summary.id} replaced {report.sources} observations; kept per category:"]
+            for c in report.categories:
+                lines.append(f"- {c.name}: {c.kept} of {c.total} kept"
+                             + (f"; dropped e.g. {', '.join(repr(i.text[:80]) + ' (' + i.span_id + ')' for i in c.dropped[:5])}"
+                                if c.dropped else ""))
+            lines.append("read a dropped item's source with context_recall")
+            return CallToolResult(content=[TextContent(type="text", text="\n".join(lines))],
+                                  structured_content=msgspec.to_builtins(report))
+
+        return follower.read(run)
+
+    tools_out = [_strict_tool(fn, n, _FOLLOW_DESCRIPTIONS[n]) for n, fn in named]
+    tools_out += [
+        _strict_tool(ledger_blame, "ledger_blame", _FOLLOW_DESCRIPTIONS["ledger_blame"]),
+        _strict_tool(ledger_lost, "ledger_lost", _FOLLOW_DESCRIPTIONS["ledger_lost"]),
+        _strict_tool(ledger_audit, "ledger_audit", _FOLLOW_DESCRIPTIONS["ledger_audit"]),
+    ]
+    return MCPServer(
+        name,
+        instructions=(
+            f"Read-only tools over what the ctxledger hooks recorded of this {agent} session"
+            + (f" (started in {where})" if where else "")
+            + ": everything the session observed, including what compactions summarized away. "
+            "Span ids: o17 an observation, d3 a summary. Nothing you call here is recorded."
+        ),
+        tools=tools_out,
+        log_level="WARNING",
+        version=_version(),
+    )
+
+
+_FOLLOW_DESCRIPTIONS = {
+    "context_search": "Search everything this session observed, including what compactions summarized away; "
+                      "returns span ids with snippets. Read one in full with context_recall.",
+    "context_recall": "Read back the original text of an observation (o17), or the original observations a "
+                      "summary (d3) was made from, from the ledger. Long texts come in pages.",
+    "ledger_blame": "Where a piece of text in your context came from: the observation or summary that holds it, "
+                    "whether an observation supports it, and what removed it.",
+    "ledger_lost": "What a compaction dropped, by category (user messages, instructions, file paths, commands, "
+                   "errors, numbers, ids): kept/total and the dropped items with the span holding each.",
+    "ledger_audit": "Audit this session's summaries against what the model saw when it wrote them: unsupported "
+                    "statements, invented instructions, dropped specifics.",
+}
+
