@@ -288,12 +288,14 @@ def test_non_json_and_non_chat_bodies_pass_through_and_are_counted(fake, origin,
         assert ledger.sessions() == []
 
 
-def test_malformed_messages_are_forwarded_counted_and_not_recorded(fake, origin, tmp_path):
+def test_malformed_messages_are_forwarded_counted_and_marked_not_recorded(fake, origin, tmp_path):
     with running(origin, _db(tmp_path), session="s") as (url, proxy):
         r = httpx.post(f"{url}/v1/chat/completions", json={"model": "m", "messages": [{"role": "wizard", "content": "x"}]})
         assert r.status_code == 200
         assert proxy.health.report()["counts"]["unrecordable"] >= 1
-    assert [type(e).__name__ for e in _events(_db(tmp_path), "s")] == ["SessionStarted"]
+    events = _events(_db(tmp_path), "s")
+    assert [type(e).__name__ for e in events] == ["SessionStarted", "Marked"]
+    assert events[1].label == "proxy:not-recorded" and "unknown role 'wizard'" in events[1].reason
 
 
 # -- sessions ---------------------------------------------------------------------------------------

@@ -118,3 +118,58 @@ def test_with_a_token_every_request_needs_it_and_it_is_never_forwarded(upstream,
 ])
 def test_host_name(host, name):
     assert host_name(host) == name
+
+
+# -- the CLI: off loopback a token is required, and a strong one; the banner shows no credentials ----
+
+STRONG = "Zq3-v8Kp_W1xR7mN"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--listen", "0.0.0.0:8788"], "--token is required"),
+    (["--listen", "192.168.1.9:8788"], "--token is required"),
+    (["--listen", "0.0.0.0:8788", "--token", "a"], "--token is too weak"),
+    (["--token", "aaaaaaaaaaaaaaaaaaaaaaaa"], "--token is too weak"),
+    (["--max-body-mb", "0"], "--max-body-mb must be a positive"),
+])
+def test_cli_refuses_an_open_or_weakly_guarded_proxy(tmp_path, args, message):
+    from click.testing import CliRunner
+
+    from engine.cli import main
+
+    db = tmp_path / "never.db"
+    result = CliRunner().invoke(main, ["--db", f"sqlite:///{db}", "proxy", "--upstream", "http://127.0.0.1:1", *args])
+    assert result.exit_code == 2 and message in result.output
+    assert not db.exists()
+
+
+def test_the_banner_and_health_show_no_upstream_credentials(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from engine.proxy.testing import free_port
+
+    port = free_port()
+    upstream = "https://alice:hunter2-SECRET@api.example:8443/?api-key=QUERY-SECRET"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from engine.cli import main; main()", "--db", f"sqlite:///{tmp_path / 'b.db'}", "proxy",
+         "--upstream", upstream, "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        banner = proc.stderr.readline().decode()
+        deadline = time.monotonic() + 30
+        health = None
+        while health is None and time.monotonic() < deadline:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/ctxledger/health", timeout=1)
+            except httpx.HTTPError:
+                time.sleep(0.05)
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    assert banner.startswith(f"ctxledger proxy: http://127.0.0.1:{port} -> https://api.example:8443/")
+    assert health is not None and health.json()["upstream"] == "https://api.example:8443/"
+    for secret in ("hunter2", "alice", "QUERY-SECRET"):
+        assert secret not in banner and secret not in health.text

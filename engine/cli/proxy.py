@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 import click
 
 from engine.cli._app import EXIT_USAGE, handle_errors, main, open_ledger
+from engine.cli.serve import is_loopback, token_problem
 
 __all__ = ["proxy_cmd"]
 
@@ -42,9 +43,18 @@ def _origin(value: str) -> str:
               help="Create sessions permissive: a client's summary of a summary is recorded as a violation "
                    "(generation 2) instead of refused.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds the upstream may stay silent.")
+@click.option("--token", default=None, metavar="T", envvar="CTXLEDGER_PROXY_TOKEN",
+              help="Secret every request must carry in X-Ctxledger-Token (or $CTXLEDGER_PROXY_TOKEN); "
+                   "required when --listen is not a loopback address.")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="A Host name answered besides loopback ones (without --token); repeatable.")
+@click.option("--max-body-mb", type=float, default=32.0, show_default=True,
+              help="Largest request body in MB; a larger one gets 413 and is not forwarded.")
+@click.option("--quiet", "-q", is_flag=True, help="No line per proxied call on the terminal (errors are still shown).")
 @click.pass_context
 @handle_errors
-def proxy_cmd(ctx, upstream, listen, session_name, policy_name, budget, keep_turns, permissive, timeout) -> None:
+def proxy_cmd(ctx, upstream, listen, session_name, policy_name, budget, keep_turns, permissive, timeout,
+              token, allow_hosts, max_body_mb, quiet) -> None:
     """Serve a recording proxy for the OpenAI and Anthropic APIs.
 
     Point an agent's base URL at it: POST /v1/chat/completions and /v1/messages are forwarded
@@ -64,10 +74,21 @@ def proxy_cmd(ctx, upstream, listen, session_name, policy_name, budget, keep_tur
         origin = _origin(upstream)
         if budget < 1:
             raise click.BadParameter("--budget must be a positive number of tokens")
+        if not max_body_mb > 0:
+            raise click.BadParameter("--max-body-mb must be a positive number")
+        if not is_loopback(host) and not token:
+            raise click.BadParameter(f"--listen {host} is not a loopback address: anyone who can reach it could "
+                                     "write into the ledger and spend the upstream, so --token is required")
+        if token is not None and (problem := token_problem(token)):
+            raise click.BadParameter(f"--token is too weak: {problem}")
     except click.BadParameter as e:
         click.echo(f"ctxledger: error: {e.message}", err=True)
         sys.exit(EXIT_USAGE)
-    from engine.proxy import ProxyConfig, create_app
+    try:
+        from engine.proxy import ProxyConfig, create_app, without_credentials
+    except ImportError as e:
+        click.echo(f"ctxledger: error: {e}", err=True)
+        sys.exit(EXIT_USAGE)
 
     import uvicorn
 
@@ -79,11 +100,16 @@ def proxy_cmd(ctx, upstream, listen, session_name, policy_name, budget, keep_tur
     # The store thread and the event loop hand the GIL back and forth on every call; at the default
     # 5 ms switch interval a busy loop makes the store thread wait up to 5 ms for each hand-off.
     sys.setswitchinterval(0.0005)
+    if quiet:
+        logging.getLogger("ctxledger.proxy.calls").setLevel(logging.WARNING)
     config = ProxyConfig(
         upstream=origin, session=session_name, compact=policy_name, budget=budget,
         keep_last_turns=keep_turns, permissive=permissive, timeout=timeout,
+        token=token, allowed_hosts=tuple(allow_hosts), max_body=int(max_body_mb * 1024 * 1024),
     )
     app = create_app(config, lambda: open_ledger(ctx))
-    click.echo(f"ctxledger proxy: http://{host}:{port} -> {origin}"
-               f"{f' (compacting: {policy_name}, budget {budget:,})' if policy_name else ''}", err=True)
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"ctxledger proxy: http://{shown}:{port} -> {without_credentials(origin)}"
+               f"{f' (compacting: {policy_name}, budget {budget:,})' if policy_name else ''}"
+               f"{' (token required: X-Ctxledger-Token)' if token else ''}", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

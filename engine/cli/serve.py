@@ -9,7 +9,9 @@ import click
 
 from engine.cli._app import EXIT_USAGE, emit_json, handle_errors, main, open_ledger
 
-__all__ = ["is_loopback"]
+__all__ = ["is_loopback", "token_problem"]
+
+MIN_TOKEN_CHARS = 16
 
 
 def is_loopback(host: str) -> bool:
@@ -20,6 +22,15 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def token_problem(token: str) -> str | None:
+    """Why ``token`` is too weak to guard a server others can reach (None: strong enough)."""
+    if len(token) < MIN_TOKEN_CHARS:
+        return f"the token is {len(token)} characters; use at least {MIN_TOKEN_CHARS} random ones"
+    if len(set(token)) < 8:
+        return f"the token uses only {len(set(token))} distinct characters; use a random one"
+    return None
 
 
 @main.command("serve")
@@ -48,6 +59,10 @@ def serve_cmd(ctx: click.Context, host: str, port: int, token: str | None, no_fl
     if not is_loopback(host) and not token:
         click.echo(f"ctxledger: error: --host {host} is not a loopback address: anyone who can reach it could read "
                    "every session, so --token is required (a long random string)", err=True)
+        sys.exit(EXIT_USAGE)
+    if token is not None and (problem := token_problem(token)):
+        click.echo(f"ctxledger: error: --token is too weak: {problem}, e.g. "
+                   "$(python -c 'import secrets; print(secrets.token_urlsafe())')", err=True)
         sys.exit(EXIT_USAGE)
     try:
         import uvicorn

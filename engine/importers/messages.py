@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterable, Sequence
 from hashlib import blake2b
 from typing import Any, NamedTuple
@@ -47,11 +48,15 @@ __all__ = [
     "RequestRecord",
     "canonical_message",
     "canonical_reply",
+    "json_too_deep",
+    "json_shallow",
     "system_message",
 ]
 
 APIS = ("openai", "anthropic")
 MAX_ARGUMENT_META_BYTES = 64 * 1024  # larger tool arguments live in the span text only
+MAX_ARGUMENT_META_DEPTH = 16  # deeper tool arguments live in the span text only
+MAX_MESSAGE_DEPTH = 64  # a message nested deeper than this is not recorded (it could not be read back)
 _RAW_CACHE_LIMIT = 4096
 
 
@@ -100,15 +105,94 @@ def _hash(role: str, parts: Sequence[Part]) -> str:
     return blake2b(body, digest_size=12).hexdigest()
 
 
+_JSON_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def json_too_deep(raw: bytes | str, limit: int = MAX_MESSAGE_DEPTH) -> bool:
+    """Whether JSON text nests arrays and objects deeper than ``limit`` (without decoding it: a
+    decoder would recurse). Strings are skipped whole, so brackets inside them do not count."""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else bytes(raw)
+    if data.count(b"[") + data.count(b"{") <= limit:  # the common case: a count in C settles it
+        return False
+    depth = 0
+    for m in _JSON_TOKENS.finditer(data):
+        c = m.group()[0]
+        if c in (0x5B, 0x7B):
+            depth += 1
+            if depth > limit:
+                return True
+        elif c in (0x5D, 0x7D):
+            depth -= 1
+    return False
+
+
+TOO_DEEP = b'"\\u0000ctxledger: nested too deep"'  # stands for a container cut away by json_shallow
+
+
+def json_shallow(raw: bytes, limit: int) -> bytes:
+    """``raw`` with every array or object nested deeper than ``limit`` replaced by the ``TOO_DEEP``
+    string: JSON any decoder can read, for a body that is too deep to decode as it is. A message
+    holding ``TOO_DEEP`` is recorded as a placeholder."""
+    out, depth, cut, last = [], 0, -1, 0
+    for m in _JSON_TOKENS.finditer(raw):
+        c = raw[m.start()]
+        if c in (0x5B, 0x7B):
+            depth += 1
+            if depth == limit + 1:
+                cut = m.start()
+        elif c in (0x5D, 0x7D):
+            if depth == limit + 1 and cut >= 0:
+                out += [raw[last:cut], TOO_DEEP]
+                last, cut = m.end(), -1
+            depth -= 1
+    out.append(raw[last:])
+    return b"".join(out)
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether a decoded value nests lists and dicts deeper than ``limit`` (iteratively)."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict):
+            items: Iterable[Any] = v.values()
+        elif isinstance(v, (list, tuple)):
+            items = v
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((x, depth + 1) for x in items)
+    return False
+
+
+def _placeholder(p: Part, reason: str, digest_of: str) -> Part:
+    """What stands in the log for content that cannot be recorded: the reason, and a digest of what
+    was sent (so the same content sent again is recognised as the same message)."""
+    digest = blake2b(digest_of.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+    return Part(p.role, p.kind, f"[not recorded by ctxledger: {reason}]", {**p.meta, "unrecorded": reason, "digest": digest})
+
+
 def _message(role: str, parts: list[Part]) -> Message | None:
+    """A message of these parts. Text that cannot be recorded (too large, not valid Unicode) becomes
+    a placeholder part marked ``unrecorded``; ``canonical_message`` refuses it unless lenient."""
     if not parts:
         return None
-    for p in parts:  # checked before anything is written: a bad message leaves the log unchanged
+    for i, p in enumerate(parts):  # checked before anything is written: a bad message leaves the log unchanged
         try:
             validate.text(p.text, f"a {p.kind} of the {role}")
         except InvalidInputError as e:
-            raise ImportFormatError(e.message) from None
+            parts[i] = _placeholder(p, e.message, p.text)
     return Message(role, tuple(parts), _hash(role, parts))
+
+
+def _unrecorded(m: Message | None) -> str | None:
+    if m is None:
+        return None
+    for p in m.parts:
+        if "unrecorded" in p.meta:
+            return p.meta["unrecorded"]
+    return None
 
 
 def _bad(message: str, index: int | None) -> ImportFormatError:
@@ -135,9 +219,12 @@ def _tool_call(call_id: Any, name: Any, raw_args: Any, index: int | None) -> Par
         raise _bad("a tool call needs a non-empty string id", index)
     if not isinstance(name, str) or not name:
         raise _bad(f"tool call {call_id} needs a name", index)
-    text, value = _arguments(raw_args)
     meta: dict[str, Any] = {"tool_call_id": call_id, "name": name}
-    if len(text) <= MAX_ARGUMENT_META_BYTES:
+    if (json_too_deep(raw_args) if isinstance(raw_args, str) else _deeper_than(raw_args, MAX_MESSAGE_DEPTH)):
+        reason = f"tool call arguments nested deeper than {MAX_MESSAGE_DEPTH} levels"
+        return _placeholder(Part("assistant", "tool_call", "", meta), reason, repr(raw_args)[:1_000_000])
+    text, value = _arguments(raw_args)
+    if len(text) <= MAX_ARGUMENT_META_BYTES and not _deeper_than(value, MAX_ARGUMENT_META_DEPTH):
         meta["arguments"] = value
     return Part("assistant", "tool_call", f"{name}({text})", meta)
 
@@ -264,33 +351,55 @@ def _anthropic(message: dict[str, Any], index: int | None) -> Message | None:
     return _message(role, parts)
 
 
-def canonical_message(message: Any, api: str, index: int | None = None) -> Message | None:
+_ROLE = re.compile(rb'"role"\s*:\s*"(system|developer|user|assistant)"')
+
+
+def canonical_message(message: Any, api: str, index: int | None = None, *, lenient: bool = False) -> Message | None:
     """A request message (dict, JSON bytes or ``msgspec.Raw``) in canonical form; None when it
-    carries nothing to record. Malformed messages raise ``ImportFormatError``."""
+    carries nothing to record. Malformed messages raise ``ImportFormatError``; so does content that
+    cannot be recorded (text over the size limit, JSON nested deeper than ``MAX_MESSAGE_DEPTH``)
+    unless ``lenient``: then it is recorded as a placeholder part whose ``meta["unrecorded"]``
+    says why (the proxy's choice: the call goes on, the session shows what it could not keep)."""
     if isinstance(message, (bytes, bytearray, memoryview, msgspec.Raw)):
+        raw = bytes(message)
+        if json_too_deep(raw) or TOO_DEEP in raw:
+            reason = f"a message nested deeper than {MAX_MESSAGE_DEPTH} levels"
+            if not lenient:
+                raise _bad(reason, index)
+            found = _ROLE.search(raw[:4096])
+            role = {"developer": "system"}.get(found.group(1).decode(), found.group(1).decode()) if found else "user"
+            part = _placeholder(Part(role, "message", "", {}), reason, raw.decode("utf-8", "replace"))
+            return Message(role, (part,), _hash(role, [part]))
         try:
-            message = msgspec.json.decode(message)
+            message = msgspec.json.decode(raw)
         except msgspec.DecodeError as e:
             raise _bad(f"not valid JSON: {e}", index) from None
     if not isinstance(message, dict):
         raise _bad(f"a message must be an object, not {type(message).__name__}", index)
     if api == "openai":
-        return _openai(message, index)
-    if api == "anthropic":
-        return _anthropic(message, index)
-    raise ImportFormatError(f"api must be one of {', '.join(APIS)}; got {api!r}")
+        m = _openai(message, index)
+    elif api == "anthropic":
+        m = _anthropic(message, index)
+    else:
+        raise ImportFormatError(f"api must be one of {', '.join(APIS)}; got {api!r}")
+    if not lenient and (reason := _unrecorded(m)) is not None:
+        raise _bad(reason, index) if index is not None else ImportFormatError(reason)
+    return m
 
 
-def system_message(system: Any) -> Message | None:
+def system_message(system: Any, *, lenient: bool = False) -> Message | None:
     """Anthropic's top-level ``system`` (a string or text blocks) as a leading system message."""
     if system is None:
         return None
     if not isinstance(system, (str, list)):
         raise _bad(f"system must be a string or a list of blocks, not {type(system).__name__}", None)
-    return _message("system", _text_parts("system", system, None))
+    m = _message("system", _text_parts("system", system, None))
+    if not lenient and (reason := _unrecorded(m)) is not None:
+        raise ImportFormatError(reason)
+    return m
 
 
-def canonical_reply(reply: Any, api: str) -> tuple[Message | None, dict[str, Any]]:
+def canonical_reply(reply: Any, api: str, *, lenient: bool = False) -> tuple[Message | None, dict[str, Any]]:
     """A model's reply (a whole response body, or just its message) as a canonical assistant message,
     and the reply's own metadata (model, usage, stop reason)."""
     if not isinstance(reply, dict):
@@ -311,7 +420,7 @@ def canonical_reply(reply: Any, api: str) -> tuple[Message | None, dict[str, Any
             info["stop_reason"] = reply["stop_reason"]
     else:
         message = {"role": "assistant", **reply}
-    return canonical_message(message, api), _reply_info(reply, info)
+    return canonical_message(message, api, lenient=lenient), _reply_info(reply, info)
 
 
 def _reply_info(reply: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
@@ -332,10 +441,11 @@ class MessageRecorder:
     re-run import continues where the last one stopped.
     """
 
-    def __init__(self, session: Any, *, by: str = "client", reply_by: str = "model"):
+    def __init__(self, session: Any, *, by: str = "client", reply_by: str = "model", lenient: bool = False):
         self.session = session
         self.by = by
         self.reply_by = reply_by
+        self.lenient = lenient  # content that cannot be recorded becomes a marked placeholder
         self._hashes: list[str] = []
         self._spans: list[tuple[str, ...]] = []
         self._raw: dict[bytes, Message | None] = {}
@@ -400,12 +510,12 @@ class MessageRecorder:
                 return self._raw[key]
             except KeyError:
                 pass
-            found = canonical_message(message, api, index)
+            found = canonical_message(message, api, index, lenient=True) if self.lenient else canonical_message(message, api, index)
             if len(self._raw) >= _RAW_CACHE_LIMIT + 2 * len(self._hashes):
                 self._raw.clear()
             self._raw[key] = found
             return found
-        return canonical_message(message, api, index)
+        return canonical_message(message, api, index, lenient=True) if self.lenient else canonical_message(message, api, index)
 
     def canonical_list(self, messages: Iterable[Any], *, api: str, system: Any = None) -> tuple[list[Message], int]:
         """The request's messages in canonical form (system first), and how many carried nothing.
@@ -429,7 +539,7 @@ class MessageRecorder:
         else:
             out, skipped, start = [], 0, 0
             if system is not None:
-                head = system_message(system)
+                head = system_message(system, lenient=self.lenient)
                 if head is None:
                     skipped += 1
                 else:
@@ -479,7 +589,7 @@ class MessageRecorder:
         """Record the model's reply (text and tool calls) as observed, at the end of the client's view."""
         if api not in APIS:
             raise ImportFormatError(f"api must be one of {', '.join(APIS)}; got {api!r}")
-        message, info = canonical_reply(reply, api)
+        message, info = canonical_reply(reply, api, lenient=self.lenient)
         record = RequestRecord(session=self.session.name)
         if message is None:
             record.skipped = 1

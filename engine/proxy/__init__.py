@@ -17,6 +17,6 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the install
     raise ImportError(f"ctxledger proxy needs the proxy extra: pip install 'ctxledger[proxy]' ({e.name} is missing)") from None
 
-from engine.proxy.app import CHAT_PATHS, ProxyConfig, create_app
+from engine.proxy.app import CHAT_PATHS, ProxyConfig, create_app, without_credentials
 
-__all__ = ["ProxyConfig", "create_app", "CHAT_PATHS"]
+__all__ = ["ProxyConfig", "create_app", "CHAT_PATHS", "without_credentials"]

@@ -31,13 +31,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from engine.errors import InvalidInputError, LedgerError
-from engine.importers.messages import canonical_message
+from engine.importers.messages import MAX_MESSAGE_DEPTH, canonical_message, json_shallow, json_too_deep
 from engine.proxy.guard import TOKEN_HEADER, Guard
 from engine.proxy.naming import SESSION_HEADER, conversation_key, header_session, opening
-from engine.proxy.recording import Health, StoreWorker
+from engine.proxy.recording import NOT_RECORDED, UPSTREAM_ERROR, Health, StoreWorker
 from engine.proxy.sse import SSESplitter, stream_assembler
 
-__all__ = ["ProxyConfig", "create_app", "CHAT_PATHS"]
+__all__ = ["ProxyConfig", "create_app", "CHAT_PATHS", "without_credentials"]
 
 log = logging.getLogger("ctxledger.proxy")
 
@@ -87,13 +87,17 @@ class ProxyConfig(msgspec.Struct, kw_only=True):
     token: str | None = None  # required in X-Ctxledger-Token when set (``--token``; needed off loopback)
     allowed_hosts: tuple[str, ...] = ()  # Host names answered besides loopback ones (without a token)
     allowed_origins: tuple[str, ...] = ()  # browser origins let in (none by default)
+    max_body: int = 32 * 1024 * 1024  # bytes of a request body; larger ones are refused with 413
 
 
-def _without_credentials(url: str) -> str:
+def without_credentials(url: str) -> str:
+    """``url`` fit to show: no user name or password, no query string (keys sometimes travel there)."""
     parts = urlsplit(url)
-    if not parts.hostname or "@" not in parts.netloc:
+    if not parts.hostname:
         return url
-    return parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")).geturl()
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc, query="", fragment="").geturl()
 
 
 def _error(status: int, kind: str, message: str) -> JSONResponse:
@@ -141,7 +145,7 @@ class _Proxy:
         self.client: httpx.AsyncClient | None = None
         self.pending: set[asyncio.Future] = set()
         self.heads: dict[str, str] = {}  # session name -> hash of the system prompt it was opened with
-        self.shown_upstream = _without_credentials(config.upstream)  # for health, error bodies, logs
+        self.shown_upstream = without_credentials(config.upstream)  # for health, error bodies, logs
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -179,20 +183,58 @@ class _Proxy:
         report["sessions_open"] = self.store.open_sessions()
         return JSONResponse(report, status_code=503 if report["status"] != "ok" else 200)
 
+    async def _read_body(self, request: Request) -> bytes | None:
+        """The request body, or None when it is over ``max_body`` (read no further than that)."""
+        limit = self.config.max_body
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            return None
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _too_large(self, request: Request) -> Response:
+        self.health.count("too_large")
+        message = f"the request body is over the proxy's limit of {self.config.max_body:,} bytes (--max-body-mb); not forwarded"
+        name = self._named_session(request)
+        if name is not None:
+            self._track(self._submit(self.store.record_outcome, name, f"{request.url.path}: {message}", NOT_RECORDED))
+        log.warning("ctxledger proxy: %s (%s %s)", message, request.method, request.url.path)
+        return _error(413, "request_too_large", message)
+
+    def _named_session(self, request: Request) -> str | None:
+        try:
+            return header_session(request.headers.get(SESSION_HEADER)) or self.config.session
+        except InvalidInputError:
+            return None
+
     async def passthrough(self, request: Request, body: bytes | None = None) -> Response:
         if body is None:
-            body = await request.body()
+            body = await self._read_body(request)
+            if body is None:
+                return self._too_large(request)
         self.health.count("passthrough")
         return await self._forward_plain(request, body)
 
     async def chat(self, request: Request) -> Response:
         api = CHAT_PATHS[request.url.path]
-        body = await request.body()
+        body = await self._read_body(request)
+        if body is None:
+            return self._too_large(request)
         try:
             parsed = _decoder.decode(body)
         except msgspec.DecodeError:
             self.health.count("not_chat")
             return await self._forward_plain(request, body)
+        except RecursionError:  # JSON nested deeper than a decoder reads: record what is not
+            try:
+                parsed = _decoder.decode(json_shallow(body, MAX_MESSAGE_DEPTH + 2))
+            except (msgspec.DecodeError, RecursionError):
+                return await self._unreadable(request, body)
         self.health.count("requests")
         try:
             name = self._session_for(request, parsed, api)
@@ -220,7 +262,8 @@ class _Proxy:
             if await self._settle(rendering, "compacting"):
                 rendered = rendering.result()
                 if rendered is not None:
-                    upstream_body = _with_buffer(body, api, rendered)
+                    with contextlib.suppress(ValueError, RecursionError):  # unreadable: sent as it came
+                        upstream_body = _with_buffer(body, api, rendered)
         try:
             resp = await self._send(request, upstream_body, stream=True)
         except httpx.TimeoutException as e:
@@ -238,7 +281,7 @@ class _Proxy:
                 return await self._failed(call, recorded, 502, "upstream_failed", f"reading the upstream's error failed: {e}")
             await resp.aclose()
             self.health.count("upstream_errors")
-            outcome = (f"{request.method} {request.url.path} -> HTTP {resp.status_code} from the upstream: "
+            outcome = (UPSTREAM_ERROR, f"{request.method} {request.url.path} -> HTTP {resp.status_code} from the upstream: "
                        f"{content[:500].decode('utf-8', 'replace')}")
             await self._record_end(call, recorded, None, reply_meta, outcome)
             return Response(content, status_code=resp.status_code, headers=_back_headers(resp))
@@ -260,18 +303,14 @@ class _Proxy:
             return await self._failed(call, recorded, 502, "upstream_failed", f"the upstream broke off its reply: {e}")
         await resp.aclose()
         reply_meta["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
-        try:
-            reply = json.loads(content)
-        except ValueError:
-            reply = None
-        if not isinstance(reply, dict):
+        reply, outcome = _decode_reply(content)
+        if reply is None:
             self.health.count("unrecordable")
-            reply = None
-        await self._record_end(call, recorded, reply, reply_meta, None)
+        await self._record_end(call, recorded, reply, reply_meta, outcome)
         return Response(content, status_code=resp.status_code, headers=_back_headers(resp))
 
     async def _record_end(self, call: _Call, recorded: asyncio.Future | None, reply: dict[str, Any] | None,
-                          reply_meta: dict[str, Any], outcome: str | None) -> None:
+                          reply_meta: dict[str, Any], outcome: tuple[str, str] | None) -> None:
         """Record how a call ended: with its request in one transaction, or after it."""
         if recorded is None:
             future = self._submit(self.store.record_exchange, *call.request, reply, reply_meta, outcome)
@@ -281,7 +320,7 @@ class _Proxy:
         if reply is not None:
             await self._settle(self._submit(self.store.record_reply, call.name, call.api, reply, reply_meta), "recording a reply")
         if outcome:
-            await self._settle(self._submit(self.store.record_outcome, call.name, outcome), "recording an outcome")
+            await self._settle(self._submit(self.store.record_outcome, call.name, outcome[1], outcome[0]), "recording an outcome")
 
     # -- pieces ---------------------------------------------------------------------------------
 
@@ -361,8 +400,20 @@ class _Proxy:
     async def _failed(self, call: _Call, recorded: asyncio.Future | None, status: int, kind: str, message: str) -> Response:
         self.health.count("upstream_errors")
         log.warning("ctxledger proxy: %s (session %r)", message, call.name)
-        await self._record_end(call, recorded, None, {}, f"HTTP {status}: {message}")
+        await self._record_end(call, recorded, None, {}, (UPSTREAM_ERROR, f"HTTP {status}: {message}"))
         return _error(status, kind, message)
+
+    async def _unreadable(self, request: Request, body: bytes) -> Response:
+        """A request nested too deep to decode: forwarded unchanged, the session (when the header or
+        ``--session`` names it) marked with what was not recorded."""
+        self.health.count("unrecordable")
+        name = self._named_session(request)
+        if name is not None:
+            self._track(self._submit(self.store.record_outcome, name, (
+                f"{request.url.path}: a request nested deeper than the decoder reads was forwarded but not recorded"),
+                NOT_RECORDED))
+        log.warning("ctxledger proxy: a request to %s nests JSON too deeply to record; forwarded unrecorded", request.url.path)
+        return await self._forward_plain(request, body)
 
     async def _relay(self, resp: httpx.Response, name: str, api: str, meta: dict[str, Any], started: float) -> AsyncIterator[bytes]:
         """Pass the stream through event by event; record the assembled reply before the final event."""
@@ -388,6 +439,8 @@ class _Proxy:
             meta["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
             if not assembler.done:
                 meta["partial"] = True
+            if assembler.skipped:
+                meta["unrecorded_events"] = assembler.skipped
             await self._settle(self._submit(self.store.record_reply, name, api, assembler.reply(), meta), "recording a reply")
             finished = True
             tail = b"".join(held)
@@ -401,6 +454,20 @@ class _Proxy:
                 meta["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
                 self._track(self._submit(self.store.record_reply, name, api, assembler.reply(), meta))
             self._track(asyncio.ensure_future(resp.aclose()))
+
+
+def _decode_reply(content: bytes) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+    """A non-streamed reply body as a dict, or (None, the mark saying why it is not recorded)."""
+    if json_too_deep(content, MAX_MESSAGE_DEPTH + 4):  # the body and its choices/content lists
+        return None, (NOT_RECORDED, f"the model's reply reached the client but was not recorded: "
+                                    f"it nests JSON deeper than {MAX_MESSAGE_DEPTH} levels")
+    try:
+        reply = json.loads(content)
+    except ValueError:
+        return None, (NOT_RECORDED, "the model's reply reached the client but was not recorded: it is not JSON")
+    if not isinstance(reply, dict):
+        return None, (NOT_RECORDED, "the model's reply reached the client but was not recorded: it is not a JSON object")
+    return reply, None
 
 
 def _with_buffer(body: bytes, api: str, rendered: Any) -> bytes:

@@ -19,13 +19,14 @@ from typing import Any, TypeVar
 from engine.errors import ConcurrencyError, DuplicateSessionError, ImportFormatError, UnknownSessionError
 from engine.importers.messages import MessageRecorder, RequestRecord, canonical_reply
 
-__all__ = ["Health", "StoreWorker", "CONFLICT_RETRIES"]
+__all__ = ["Health", "StoreWorker", "CONFLICT_RETRIES", "UPSTREAM_ERROR", "NOT_RECORDED"]
 
 log = logging.getLogger("ctxledger.proxy")
 T = TypeVar("T")
 CONFLICT_RETRIES = 8
 RECORDERS_KEPT = 256  # sessions kept in memory (each holds its client's view and its last request's raw messages)
-_OUTCOME_LABEL = "proxy:upstream-error"
+UPSTREAM_ERROR = "proxy:upstream-error"  # a mark: the call got no reply (its reason says why)
+NOT_RECORDED = "proxy:not-recorded"  # a mark: something the call carried could not be recorded (why)
 _OWNERS_LIMIT = 100_000  # reply hashes remembered to follow a conversation after the client compacts
 
 
@@ -47,6 +48,7 @@ class Health:
             "store_slow": 0,  # store operations the call stopped waiting for (they finish later)
             "conflict_retries": 0,
             "compactions": 0,
+            "too_large": 0,  # request bodies over the limit (413, not forwarded)
             "refused": 0,  # requests the guard refused (browser origin, foreign Host, no token, not JSON)
         }
         self.last_store_error: dict[str, Any] | None = None
@@ -137,7 +139,7 @@ class StoreWorker:
                 )
             except DuplicateSessionError:  # another proxy created it a moment ago
                 session = self.ledger.session(name)
-        rec = self._recorders[name] = MessageRecorder(session, by="client", reply_by="model")
+        rec = self._recorders[name] = MessageRecorder(session, by="client", reply_by="model", lenient=True)
         self._seen.add(name)
         while len(self._recorders) > RECORDERS_KEPT:  # an idle session is read back when it returns
             self._recorders.popitem(last=False)
@@ -177,8 +179,9 @@ class StoreWorker:
                 "recording a request", name,
                 lambda r: r.record_request(messages, api=api, system=system, meta=meta),
             )
-        except ImportFormatError:
+        except ImportFormatError as e:
             self._unrecordable.add(name)  # its reply answers messages the ledger does not have
+            self.record_outcome(name, f"a request was forwarded but not recorded: {e.message}", NOT_RECORDED)
             return None
         if rec is not None:
             self.health.count("recorded_requests")
@@ -191,7 +194,8 @@ class StoreWorker:
             return None
         try:
             rec = self._guard("recording a reply", name, lambda r: r.record_reply(reply, api=api, meta=meta))
-        except ImportFormatError:
+        except ImportFormatError as e:
+            self.record_outcome(name, f"the model's reply reached the client but was not recorded: {e.message}", NOT_RECORDED)
             return None
         if rec is not None:
             self.health.count("partial_replies" if meta.get("partial") else "recorded_replies")
@@ -200,16 +204,17 @@ class StoreWorker:
 
     def record_exchange(
         self, name: str, api: str, messages: list[Any], system: Any, meta: dict[str, Any],
-        reply: dict[str, Any] | None, reply_meta: dict[str, Any], outcome: str | None = None,
+        reply: dict[str, Any] | None, reply_meta: dict[str, Any], outcome: tuple[str, str] | None = None,
     ) -> tuple[RequestRecord, RequestRecord | None] | None:
         """A whole non-streamed call in ONE transaction (one durable commit): the request's diff,
-        then the reply, or the outcome of a call that got none."""
+        then the reply, or the outcome (a mark's label and reason) of a call that got none."""
         if reply is not None:
             try:
-                canonical_reply(reply, api)
-            except ImportFormatError:
+                canonical_reply(reply, api, lenient=True)
+            except ImportFormatError as e:
                 self.health.count("unrecordable")
                 reply = None
+                outcome = outcome or (NOT_RECORDED, f"the model's reply reached the client but was not recorded: {e.message}")
 
         def run(r: MessageRecorder) -> tuple[RequestRecord, RequestRecord | None]:
             try:
@@ -217,7 +222,7 @@ class StoreWorker:
                     req = r.record_request(messages, api=api, system=system, meta=meta)
                     rep = r.record_reply(reply, api=api, meta=reply_meta) if reply is not None else None
                     if outcome:
-                        r.session.mark(_OUTCOME_LABEL, by="proxy", reason=outcome[:2000])
+                        r.session.mark(outcome[0], by="proxy", reason=outcome[1][:2000])
             except BaseException:
                 r.resync(refresh=True)  # the batch may have failed as a whole when it was saved
                 raise
@@ -225,7 +230,8 @@ class StoreWorker:
 
         try:
             done = self._guard("recording a call", name, run)
-        except ImportFormatError:
+        except ImportFormatError as e:
+            self.record_outcome(name, f"a call was forwarded but not recorded: {e.message}", NOT_RECORDED)
             return None
         if done is not None:
             self.health.count("recorded_requests")
@@ -236,7 +242,7 @@ class StoreWorker:
 
     def _remember_reply(self, name: str, reply: dict[str, Any], api: str) -> None:
         try:
-            message, _ = canonical_reply(reply, api)
+            message, _ = canonical_reply(reply, api, lenient=True)
         except ImportFormatError:
             return
         if message is not None:
@@ -245,9 +251,10 @@ class StoreWorker:
             while len(self._owners) > _OWNERS_LIMIT:
                 self._owners.popitem(last=False)
 
-    def record_outcome(self, name: str, reason: str) -> None:
-        """A call that produced no reply (upstream error, timeout): a mark whose reason says why."""
-        self._guard("recording an outcome", name, lambda r: r.session.mark(_OUTCOME_LABEL, by="proxy", reason=reason[:2000]))
+    def record_outcome(self, name: str, reason: str, label: str = UPSTREAM_ERROR) -> None:
+        """A call that produced no reply (upstream error, timeout), or what a call carried that could
+        not be recorded: a mark whose reason says why."""
+        self._guard("recording an outcome", name, lambda r: r.session.mark(label, by="proxy", reason=reason[:2000]))
 
     def owner_of(self, hashes: list[str]) -> str | None:
         """The session that recorded one of these replies (a conversation the client compacted)."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.importers.messages import MAX_MESSAGE_DEPTH, json_too_deep
+
 __all__ = ["SSESplitter", "OpenAIStream", "AnthropicStream", "stream_assembler"]
 
 
@@ -47,6 +49,20 @@ def _boundary(buf: bytes) -> tuple[int, int]:
     return best, size
 
 
+def _event_json(data: str) -> Any:
+    """An event's data as JSON; None when it is not JSON or nests deeper than can be recorded."""
+    if json_too_deep(data, MAX_MESSAGE_DEPTH + 4):
+        raise _TooDeep
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+class _TooDeep(Exception):
+    pass
+
+
 def _parse(raw: bytes) -> tuple[str, str]:
     name, data = "", []
     for line in raw.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n").split("\n"):
@@ -67,6 +83,7 @@ class OpenAIStream:
         self.finish_reason: str | None = None
         self.done = False
         self.error: Any = None
+        self.skipped = 0  # events nested too deep to record (passed on, not assembled)
 
     def is_terminal(self, name: str, data: str) -> bool:
         return data.strip() == "[DONE]"
@@ -76,8 +93,9 @@ class OpenAIStream:
             self.done = True
             return
         try:
-            chunk = json.loads(data)
-        except ValueError:
+            chunk = _event_json(data)
+        except _TooDeep:
+            self.skipped += 1
             return
         if not isinstance(chunk, dict):
             return
@@ -125,14 +143,16 @@ class AnthropicStream:
         self.json_parts: dict[int, list[str]] = {}
         self.done = False
         self.error: Any = None
+        self.skipped = 0  # events nested too deep to record (passed on, not assembled)
 
     def is_terminal(self, name: str, data: str) -> bool:
         return name == "message_stop"
 
     def feed(self, name: str, data: str) -> None:
         try:
-            event = json.loads(data) if data else {}
-        except ValueError:
+            event = _event_json(data) if data else {}
+        except _TooDeep:
+            self.skipped += 1
             return
         if not isinstance(event, dict):
             return
@@ -175,6 +195,10 @@ class AnthropicStream:
             block = dict(block)
             if index in self.json_parts:
                 raw = "".join(self.json_parts[index])
+                if json_too_deep(raw):  # kept as text: the recorder marks it as not recorded
+                    block["input"] = raw
+                    content.append(block)
+                    continue
                 try:
                     block["input"] = json.loads(raw) if raw.strip() else (block.get("input") or {})
                 except ValueError:
