@@ -120,10 +120,10 @@ def _without_ours(data: dict[str, Any]) -> dict[str, Any]:
         if new_groups or not groups:
             kept[event] = new_groups
     out = dict(data)
-    if kept:
+    if kept or not hooks:
         out["hooks"] = kept
     else:
-        out.pop("hooks", None)
+        out.pop("hooks")  # it held only our hooks
     return out
 
 
