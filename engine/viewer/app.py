@@ -12,7 +12,11 @@
     GET /api/s/<session>/span/<id>?at=n the span panel's data (JSON)
     GET /api/s/<session>/blame?q=..&at=n        blame (JSON)
     GET /api/s/<session>/integrity      the hash chain's verdict for the head (JSON, kept per head)
-    GET /s/<session>/state|span/<id>|lineage/<id>|blame|diff  the HTML fragments the script swaps in
+    GET /api/s/<session>/conversation?at=n      the log as a chat, the window ending at n (JSON)
+    GET /api/s/<session>/search?q=..&role=&kind=&provenance=&findings=1   search over the whole log (JSON)
+    GET /api/s/<session>/head           the head now (the page polls it to follow a live session)
+    GET /compare?a=S&at_a=n&b=T&at_b=m  two buffers side by side, aligned by turn (/api/compare: JSON)
+    GET /s/<session>/state|span/<id>|lineage/<id>|blame|diff|conversation|search  the HTML fragments the script swaps in
 
 A session name is one percent-encoded path segment (``/s/x%2Fstate`` is session ``x/state``;
 ``/s/x/state`` is session ``x``'s state fragment): see ``engine.viewer.routing``.
@@ -57,10 +61,13 @@ from engine.errors import (
     StorageError,
     UnknownSessionError,
 )
-from engine.viewer import data, pages
+from engine.viewer import data, pages, views
 from engine.viewer.assets import CSS, JS
 from engine.viewer.cache import CurveCache
+from engine.viewer.compare import compare
+from engine.viewer.conversation import conversation
 from engine.viewer.routing import routed, segment
+from engine.viewer.search import search
 
 if TYPE_CHECKING:
     from engine.ledger import Ledger
@@ -133,6 +140,9 @@ class _Viewer:
 
     def session(self, name: str):
         return self.ledger.session(name)
+
+    def fleet_row(self, name: str) -> Any:
+        return (self.fleet_rows or {}).get(name)
 
     def exists(self, name: str) -> bool:
         try:
@@ -269,6 +279,43 @@ def unrouted(v: _Viewer, request: Request) -> str:
     raise UnknownSessionError(f"no session named {name!r} (a session name is one URL segment: /s/{pages.url(name)[1:]})")
 
 
+def _conversation(v: _Viewer, request: Request) -> dict[str, Any]:
+    s = v.session(_param(request, "name"))
+    return conversation(s, v.position(s, _query(request, "at")), fleet_row=v.fleet_row(s.name))
+
+
+def conversation_fragment(v: _Viewer, request: Request) -> str:
+    return views.conversation_fragment(_conversation(v, request))
+
+
+def _search(v: _Viewer, request: Request) -> dict[str, Any]:
+    s = v.session(_param(request, "name"))
+    q = request.query_params
+    return search(v.ledger, s, q.get("q") or "", role=q.get("role") or "", kind=q.get("kind") or "",
+                  provenance=q.get("provenance") or "", findings_only=q.get("findings") in ("1", "on", "true"),
+                  fleet_row=v.fleet_row(s.name))
+
+
+def search_fragment(v: _Viewer, request: Request) -> str:
+    return views.search_fragment(_search(v, request))
+
+
+def _compare(v: _Viewer, request: Request) -> dict[str, Any]:
+    q = request.query_params
+    a_name = q.get("a") or ""
+    b_name = q.get("b") or a_name
+    if not a_name:
+        raise InvalidInputError("compare needs ?a=SESSION (and b=SESSION, at_a=N, at_b=M)")
+    a, b = v.session(a_name), v.session(b_name)
+    at_a = v.position(a, q.get("at_a"))
+    at_b = v.position(b, q.get("at_b") or (q.get("at_a") if b_name != a_name else None))
+    return compare(a.at(at_a), b.at(at_b))
+
+
+def compare_page(v: _Viewer, request: Request) -> str:
+    return views.compare_page(_compare(v, request), [i.name for i in v.ledger.sessions()])
+
+
 # -- JSON --------------------------------------------------------------------------------------------
 
 
@@ -309,6 +356,24 @@ def api_seek(v: _Viewer, request: Request) -> Any:
         "position": found,
         "message": "" if found else f"no {word} compaction within {data.SEEK_LIMIT:,} events of position {n:,}",
     }
+
+
+def api_conversation(v: _Viewer, request: Request) -> Any:
+    return _conversation(v, request)
+
+
+def api_search(v: _Viewer, request: Request) -> Any:
+    return _search(v, request)
+
+
+def api_compare(v: _Viewer, request: Request) -> Any:
+    return _compare(v, request)
+
+
+def api_head(v: _Viewer, request: Request) -> Any:
+    """The session's head now: the page polls it to follow a session still being written."""
+    s = v.session(_param(request, "name"))
+    return {"session": s.name, "head": s.position, "tokens": s.tokens}
 
 
 def api_integrity(v: _Viewer, request: Request) -> Any:
@@ -418,6 +483,13 @@ def create_app(ledger: Ledger, *, token: str | None = None, fleet: bool = True) 
         Route("/api/s/{name}/span/{span_id}", _json(api_span)),
         Route("/api/s/{name}/blame", _json(api_blame)),
         Route("/api/s/{name}/integrity", _json(api_integrity)),
+        Route("/api/s/{name}/conversation", _json(api_conversation)),
+        Route("/api/s/{name}/search", _json(api_search)),
+        Route("/api/s/{name}/head", _json(api_head)),
+        Route("/api/compare", _json(api_compare)),
+        Route("/compare", _html(compare_page)),
+        Route("/s/{name}/conversation", _html(conversation_fragment)),
+        Route("/s/{name}/search", _html(search_fragment)),
         Route("/s/{name}/state", _html(state_fragment)),
         Route("/s/{name}/span/{span_id}", _html(span_fragment)),
         Route("/s/{name}/lineage/{span_id}", _html(lineage_fragment)),

@@ -76,6 +76,36 @@ details.originals > summary { cursor: pointer; color: var(--muted); }
 tr.added td:first-child { color: var(--ok); } tr.removed td:first-child, tr.rewritten td:first-child { color: var(--bad); }
 .unreadable { font-size: 12px; color: var(--bad); font-weight: 600; }
 .integrity { border: 2px solid var(--bad); background: #fdecea; color: var(--bad); }
+.tabs { display: flex; gap: 6px; align-items: center; margin-bottom: 6px; }
+.tabs button[aria-selected="true"] { font-weight: 600; border-bottom: 2px solid #1f5fbf; }
+.tabs .follow { margin-left: 12px; font-size: 12px; } #compare-link { margin-left: auto; font-size: 12px; }
+ol.chat { list-style: none; padding: 0; margin: 0; }
+.msg { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 6px 10px; margin: 0 0 8px; max-width: 92%; }
+.msg.user { margin-left: auto; background: #eef4fc; border-color: #cfe0f5; }
+.msg.assistant { background: #fff; } .msg.system { background: #f4f4f6; font-size: 12px; }
+.msg.tool, .msg.toolcall { background: #fbfbfd; max-width: 100%; }
+.msg.derived { border: 2px dashed var(--der); background: #fffaf3; max-width: 100%; }
+.msg.refused { border: 2px solid var(--RewriteRefused); max-width: 100%; }
+.mh { font-size: 12px; color: var(--muted); } .mh .who { color: var(--ink); text-transform: capitalize; }
+.callinfo { font-size: 11px; color: var(--muted); background: #f4f4f6; border-radius: 6px; padding: 1px 6px; display: inline-block; }
+.callinfo .model { font-weight: 600; color: var(--ink); }
+.status { font-size: 11px; border-radius: 6px; padding: 0 5px; } .status.live { background: #e3f4e8; color: var(--ok); }
+.status.summarized { background: #fdebd8; color: #8a4b09; } .status.gone { background: #eee; color: var(--muted); }
+time.when { font-size: 11px; } time.when.original { color: var(--ink); }
+details.result { border-left: 3px solid var(--line); margin: 4px 0 0 8px; padding-left: 6px; }
+details.result > summary, details.long > summary { cursor: pointer; font-size: 12px; color: var(--muted); }
+li.edit { font-size: 12px; color: var(--muted); margin: 0 0 6px 12px; }
+.md p { margin: 4px 0; } .md ul, .md ol { margin: 4px 0; padding-left: 22px; } .md blockquote { margin: 4px 0; padding-left: 8px; border-left: 3px solid var(--line); color: var(--muted); }
+.md code { background: #f1f1f4; padding: 0 3px; border-radius: 3px; font-size: 12px; } .md-url { color: var(--muted); font-size: 12px; }
+.md pre.md-code { background: #f6f6f8; padding: 6px; border-radius: 6px; } .md h4, .md h5, .md h6 { margin: 6px 0 2px; }
+ul.findings li.error { color: var(--bad); } ul.findings li.warning { color: var(--warn); }
+ol.hits li.hit mark { background: #ffe9b8; }
+.cmp-wrap { overflow-x: auto; } table#compare { border-collapse: collapse; width: 100%; table-layout: fixed; background: #fff; }
+table#compare th, table#compare td { border-bottom: 1px solid var(--line); vertical-align: top; padding: 4px 6px; text-align: left; }
+table#compare thead th:first-child, table#compare tbody th { width: 5em; font-size: 12px; color: var(--muted); font-weight: normal; }
+tr.same-run td { color: var(--muted); font-size: 12px; text-align: center; background: #f6f6f8; }
+.cspan { border-left: 4px solid var(--obs); padding-left: 6px; margin-bottom: 4px; } .cspan.derived { border-left-color: var(--der); background: #fffaf3; }
+td.empty { color: var(--muted); text-align: center; }
 .error h1 { display: block; } #js-error { color: var(--bad); }
 svg text { font: 10px system-ui, sans-serif; fill: var(--muted); }
 """
@@ -139,18 +169,41 @@ JS = r"""
     var want = at;  // the last position asked for: keys pressed faster than the server answers add up
     var slider = $("slider"), pos = $("pos");
 
+    var mode = /[?&]view=conversation/.test(location.search) ? "conversation" : "buffer";
+    function setMode(m) {
+      mode = m;
+      $("tab-buffer").setAttribute("aria-selected", String(m === "buffer"));
+      $("tab-conversation").setAttribute("aria-selected", String(m === "conversation"));
+      $("state").hidden = m !== "buffer";
+      $("conversation").hidden = m !== "conversation";
+      root.setAttribute("data-view", m);
+      return show(want, false);
+    }
+    function pageUrl(n) {
+      return location.pathname + "?at=" + n + (mode === "conversation" ? "&view=conversation" : "") + (selected ? "#" + selected : "");
+    }
     function show(n, push, since) {
       n = Math.max(1, Math.min(head, Math.round(n)));
       want = n;
       var mine = ++seq, t0 = since || performance.now();
       root.setAttribute("data-loading", String(n));
-      return get(base + "/state?at=" + n, "html").then(function (html) {
+      var parts = [get(base + "/state?at=" + n, "html")];
+      if (mode === "conversation") parts.push(get(base + "/conversation?at=" + n, "html"));
+      return Promise.all(parts).then(function (got) {
         if (mine !== seq) return;
-        $("state").innerHTML = html;
+        $("state").innerHTML = got[0];
+        if (got.length > 1) {
+          var conv = $("conversation");
+          conv.innerHTML = got[1];
+          if (following) conv.lastElementChild && conv.lastElementChild.scrollIntoView({ block: "end" });
+        }
         at = n;
+        var cl = $("compare-link");
+        if (cl) cl.href = "/compare?a=" + encodeURIComponent(root.getAttribute("data-session")) + "&at_a=" + n +
+          "&b=" + encodeURIComponent(root.getAttribute("data-session")) + "&at_b=" + Math.max(1, n - 1);
         slider.value = n; pos.value = n;
         $("diff-b").value = n; $("diff-a").value = Math.max(1, n - 1);
-        var u = location.pathname + "?at=" + n + (selected ? "#" + selected : "");
+        var u = pageUrl(n);
         if (push) history.pushState({ at: n }, "", u); else history.replaceState({ at: n }, "", u);
         document.title = document.title.replace(/ at \d+ · /, " at " + n + " · ");
         if (selected) { var el = document.getElementById(selected); if (el) el.classList.add("selected"); }
@@ -177,7 +230,7 @@ JS = r"""
       Array.prototype.forEach.call(document.querySelectorAll(".span.selected"), function (e) { e.classList.remove("selected"); });
       var el = document.getElementById(id);
       if (el) el.classList.add("selected");
-      history.replaceState(history.state, "", location.pathname + "?at=" + at + "#" + id);
+      history.replaceState(history.state, "", pageUrl(at));
       $("panel").setAttribute("data-loading", id);
       var shownAt = at;
       return get(base + "/span/" + id + "?at=" + at, "html").then(function (html) {
@@ -215,6 +268,9 @@ JS = r"""
       if (e.key === "ArrowLeft") go = e.shiftKey ? function () { return seek(-1); } : function () { return show(want - 1, false, t); };
       else if (e.key === "ArrowRight") go = e.shiftKey ? function () { return seek(1); } : function () { return show(want + 1, false, t); };
       else if (e.key === "Home") go = function () { return show(1, true); };
+      else if (e.key === "c" && !e.ctrlKey && !e.metaKey && !e.altKey) go = function () { return setMode("conversation"); };
+      else if (e.key === "b" && !e.ctrlKey && !e.metaKey && !e.altKey) go = function () { return setMode("buffer"); };
+      else if (e.key === "f" && !e.ctrlKey && !e.metaKey && !e.altKey) go = function () { $("follow").click(); return Promise.resolve(); };
       else if (e.key === "End") go = function () { return show(head, true); };
       if (!go) return;
       e.preventDefault();
@@ -245,6 +301,45 @@ JS = r"""
         $("blame-results").removeAttribute("data-loading");
         $("blame-results").setAttribute("data-query", q);
       }, function (err) { $("blame-results").textContent = String(err.message || err); $("blame-results").removeAttribute("data-loading"); });
+    });
+    $("tab-buffer").addEventListener("click", function () { setMode("buffer"); });
+    $("tab-conversation").addEventListener("click", function () { setMode("conversation"); });
+    $("search-form").addEventListener("submit", function (e) {
+      e.preventDefault();
+      var f = $("search-form"), q = [];
+      ["q", "role", "kind", "provenance"].forEach(function (k) {
+        var v = f.elements[k].value;
+        if (v) q.push(k + "=" + encodeURIComponent(v));
+      });
+      if ($("search-findings").checked) q.push("findings=1");
+      $("search-results").setAttribute("data-loading", "1");
+      get(base + "/search?" + q.join("&"), "html").then(function (html) {
+        $("search-results").innerHTML = html;
+        $("search-results").removeAttribute("data-loading");
+        $("search-results").setAttribute("data-query", f.elements.q.value);
+      }, function (err) { $("search-results").textContent = String(err.message || err); $("search-results").removeAttribute("data-loading"); });
+    });
+    ["search-role", "search-kind", "search-provenance", "search-findings"].forEach(function (id) {
+      $(id).addEventListener("change", function () { if ($("search-q").value) $("search-form").requestSubmit(); });
+    });
+    // following a session still being written: poll its head, keep the slider's range, stay at the head
+    var following = false, poller = null;
+    function poll() {
+      return get(base.replace(/^\/s\//, "/api/s/") + "/head", "json").then(function (h) {
+        root.setAttribute("data-polled", String(h.head));
+        if (h.head <= head) return;
+        var atHead = want >= head;
+        head = h.head;
+        root.setAttribute("data-head", String(head));
+        slider.max = head; pos.max = head; $("diff-a").max = head; $("diff-b").max = head;
+        if (following && atHead) return show(head, false);
+      });
+    }
+    $("follow").addEventListener("change", function () {
+      following = this.checked;
+      root.setAttribute("data-follow", following ? "1" : "0");
+      clearInterval(poller);
+      if (following) { poll().then(function () { if (want < head) show(head, false); }); poller = setInterval(poll, 1500); }
     });
     $("diff-form").addEventListener("submit", function (e) {
       e.preventDefault();
@@ -350,6 +445,7 @@ JS = r"""
     });
     var hash = location.hash.replace(/^#/, "");
     if (hash) openSpan(hash);
+    if (mode === "conversation") setMode("conversation");
     history.replaceState({ at: at }, "", location.pathname + location.search + location.hash);
     root.setAttribute("data-at", String(at));
   }

@@ -25,6 +25,7 @@ from engine.events import (
     SessionStarted,
 )
 from engine.errors import LedgerError, StoreUnavailableError
+from engine.viewer.conversation import event_time
 from engine.spans import Provenance, Span, id_ranges
 
 if TYPE_CHECKING:
@@ -127,6 +128,7 @@ def event_json(ev: Event) -> dict[str, Any]:
         "reason": ev.reason,
         "at": _time(ev.at),
         "span_id": getattr(ev, "span_id", ""),
+        **event_time(ev),
     }
     text = getattr(ev, "text", "")
     if text:

@@ -110,6 +110,9 @@ def sessions_page(rows: list[dict[str, Any]], *, fleet_note: str) -> str:
     if not rows:
         body.append('<tr><td colspan="9" class="none">No sessions in this store yet: try <code>ctxledger demo</code>.</td></tr>')
     table = f'<table id="sessions"><thead><tr>{th}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    if rows:  # the first two sessions side by side; the compare page's form picks any others
+        pair = url("compare", a=rows[0]["name"], b=rows[min(1, len(rows) - 1)]["name"])
+        controls = controls.replace("</p>", f' · <a id="compare-sessions" href="{esc(pair)}">compare two sessions</a></p>', 1)
     return page("ctxledger sessions", head + controls + table, page_id="sessions")
 
 
@@ -142,8 +145,29 @@ def session_page(name: str, at: int, head: int, state_html: str, marks: dict[str
   <span class="mk RewriteRefused"></span>refused <span class="mk Restored"></span>restore/expand · click a marker or the curve to jump</p>
 </section>
 <div class="cols">
-  <main id="state" aria-live="polite">{state_html}</main>
+  <main>
+    <nav class="tabs" role="tablist" aria-label="view">
+      <button id="tab-buffer" role="tab" aria-selected="true" data-view="buffer" title="the live buffer at this position (b)">Buffer</button>
+      <button id="tab-conversation" role="tab" aria-selected="false" data-view="conversation"
+        title="the log as a chat, up to this position (c)">Conversation</button>
+      <label class="follow" title="poll the session and follow its head while it is being written (f)"><input id="follow" type="checkbox"> follow live</label>
+      <a id="compare-link" href="{esc(url("compare", a=name, at_a=at, b=name, at_b=max(1, at - 1)))}">compare…</a>
+    </nav>
+    <div id="state" aria-live="polite">{state_html}</div>
+    <div id="conversation" hidden></div>
+  </main>
   <aside>
+    <section class="box"><h2>Search the log</h2>
+      <form id="search-form" action="{esc(url("s", name, "search"))}"><input name="q" id="search-q" type="search" required
+        placeholder="words, e.g. 503 billing-api" autocomplete="off"> <button>search</button><br>
+        <select name="role" id="search-role" aria-label="role"><option value="">any role</option><option>user</option>
+        <option>assistant</option><option>tool</option><option>system</option></select>
+        <select name="kind" id="search-kind" aria-label="kind"><option value="">any kind</option><option>message</option>
+        <option>tool_call</option><option>tool_result</option><option>summary</option></select>
+        <select name="provenance" id="search-provenance" aria-label="provenance"><option value="">observed or derived</option>
+        <option>observed</option><option>derived</option></select>
+        <label><input type="checkbox" name="findings" value="1" id="search-findings"> with findings only</label></form>
+      <div id="search-results"></div></section>
     <section id="panel" class="box"><h2>Span</h2><p class="meta">Click a span to see where it came from.</p></section>
     <section class="box"><h2>Blame</h2>
       <form id="blame-form" action="{esc(url("s", name, "blame"))}"><input name="q" id="blame-q" type="search" required
@@ -182,7 +206,8 @@ def state_fragment(view: dict[str, Any]) -> str:
         f'data-spans="{len(spans)}" hidden></div>',
         f'<section class="box event {esc(ev["type"])}" id="event"><h2>Position {view["position"]:,} of {view["head"]:,}: '
         f'<span class="etype">{esc(ev["type"])}</span></h2>'
-        f'<p>{esc(ev["what"])}{who}{why} <span class="meta">{esc(ev["at"])}</span></p>{text}'
+        f'<p>{esc(ev["what"])}{who}{why} <span class="meta" title="recorded {esc(ev["at"])}">{esc(ev.get("time") or ev["at"])}'
+        f'{" (transcript time)" if ev.get("time_source") == "original" else ""}</span></p>{text}'
         f'{f"<ul class=findings>{findings}</ul>" if findings else ""}</section>',
         f'<h2 class="bufhead">Live buffer: {len(spans):,} spans, {view["tokens"]:,} tokens '
         f'<small>({derived} derived)</small></h2>',

@@ -1,0 +1,73 @@
+"""Search over a session's whole log, with filters, for the viewer: text through the store's
+full-text index (``engine.search_index``: FTS5 beside a SQLite store, ``tsvector`` in PostgreSQL),
+then role, kind, provenance and "with findings only"; each hit links to its position."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import InvalidInputError
+from engine.viewer.findings import Budget, audited, summary_findings
+
+if TYPE_CHECKING:
+    from engine.ledger import Ledger
+    from engine.session import Session
+
+__all__ = ["FETCH", "MAX_QUERY", "search"]
+
+MAX_QUERY = 500
+FETCH = 200  # hits read from the index before the filters; a page shows up to ``limit`` of them
+PROVENANCES = ("", "observed", "derived")
+
+
+def _index(ledger: Ledger):
+    from engine.search_index import open_index
+
+    mapper = getattr(ledger.store, "mapper", None)
+    encrypted = mapper is None or bool(getattr(mapper, "cipher", None))  # never index ciphertext's plaintext on disk
+    return open_index(ledger.url, encrypted=encrypted)
+
+
+def search(ledger: Ledger, session: Session, query: str, *, role: str = "", kind: str = "", provenance: str = "",
+           findings_only: bool = False, limit: int = 50, fleet_row: Any = None) -> dict[str, Any]:
+    """Span texts of the session's log that hold every word of ``query`` (newest first), filtered.
+    ``findings_only``: summaries with grounding findings (``engine.viewer.findings``: the fleet
+    view's audit, or a check within a budget; the summaries it could not check are counted in
+    ``unchecked``)."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInputError("search needs some text to look for (?q=...)")
+    if len(query) > MAX_QUERY:
+        raise InvalidInputError(f"search text is longer than {MAX_QUERY} characters")
+    if provenance not in PROVENANCES:
+        raise InvalidInputError(f"provenance must be observed or derived; got {provenance!r}")
+    for name, value in (("role", role), ("kind", kind)):
+        if len(value) > 64:
+            raise InvalidInputError(f"{name} is longer than 64 characters")
+    hits = _index(ledger).search(session, query, limit=FETCH, include_live=True)
+    out = []
+    budget = Budget()
+    known = audited(session, fleet_row) if findings_only else None
+    unchecked = 0
+    for h in hits:
+        derived = not h.span_id.startswith("o")
+        if role and h.role != role or kind and h.kind != kind:
+            continue
+        if provenance and (provenance == "derived") != derived:
+            continue
+        row = {"span_id": h.span_id, "position": h.position, "role": h.role, "kind": h.kind, "status": h.status,
+               "snippet": h.snippet, "provenance": "derived" if derived else "observed", "findings": []}
+        if findings_only:
+            if not derived:
+                continue
+            found = summary_findings(session, session.event(h.position), known, budget)
+            if found is None:
+                unchecked += 1
+                continue
+            if not found["items"]:
+                continue
+            row["findings"] = found["items"]
+        out.append(row)
+        if len(out) >= limit:
+            break
+    return {"session": session.name, "query": query, "role": role, "kind": kind, "provenance": provenance,
+            "findings_only": findings_only, "hits": out, "more": len(hits) >= FETCH, "unchecked": unchecked}
