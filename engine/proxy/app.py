@@ -237,10 +237,12 @@ class _Proxy:
                 return await self._unreadable(request, body)
         self.health.count("requests")
         try:
-            name = self._session_for(request, parsed, api)
+            name, conversation = self._session_for(request, parsed, api)
         except InvalidInputError as e:
             return _error(400, "invalid_request_error", e.message)
         meta = {"api": api, "path": request.url.path}
+        if conversation is not None:  # read back after a restart (encrypted stores' random names)
+            meta["conversation"] = conversation
         for key in ("model", "temperature", "max_tokens"):
             value = getattr(parsed, key)
             if isinstance(value, (str, int, float)) and not isinstance(value, bool):
@@ -344,14 +346,18 @@ class _Proxy:
         self._track(future)
         return False
 
-    def _session_for(self, request: Request, parsed: _ChatBody, api: str) -> str:
+    def _session_for(self, request: Request, parsed: _ChatBody, api: str) -> tuple[str, str | None]:
+        """The session's name, and the conversation's key when the name cannot tell it."""
         named = header_session(request.headers.get(SESSION_HEADER))
         if named:
-            return named
+            return named, None
         if self.config.session:
-            return self.config.session
+            return self.config.session, None
         head, first_user = opening(parsed.messages, api, parsed.system if api == "anthropic" else None)
-        _, name = conversation_key(head, first_user)
+        key, name = conversation_key(head, first_user)
+        conversation = None
+        if not self.store.plaintext:  # an encrypted store: the name must say nothing of the content
+            name, conversation = self.store.conversations.name_for(key), key
         head_hash = head.hash if head is not None else "-"
         if not self.store.known(name):
             # A conversation this proxy has not seen by its opening: perhaps one whose client compacted
@@ -368,9 +374,9 @@ class _Proxy:
                     hashes.append(m.hash)
             owner = self.store.owner_of(hashes)
             if owner is not None and self.heads.get(owner) == head_hash:
-                return owner
+                return owner, conversation
         self.heads.setdefault(name, head_hash)
-        return name
+        return name, conversation
 
     async def _send(self, request: Request, body: bytes, *, stream: bool) -> httpx.Response:
         assert self.client is not None

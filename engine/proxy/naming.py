@@ -1,9 +1,15 @@
 """Which session a request belongs to: the ``X-Ctxledger-Session`` header, the proxy's ``--session``,
-or one session per conversation named after its first user message and a hash of its opening."""
+or one session per conversation named after its first user message and a hash of its opening.
+
+Session names are stored in clear even in an encrypted store (a name is how a session is found), so
+there a conversation's session gets a random name that says nothing of its content
+(``proxy:7f3a09c2d1``); the conversation's key is kept inside the (encrypted) recorded request, and
+read back when the proxy starts again (``ConversationIndex``)."""
 
 from __future__ import annotations
 
 import re
+import secrets
 from hashlib import blake2b
 from typing import Any
 
@@ -11,7 +17,7 @@ from engine import validate
 from engine.errors import InvalidInputError, LedgerError
 from engine.importers.messages import Message, canonical_message, system_message
 
-__all__ = ["SESSION_HEADER", "conversation_key", "header_session", "opening"]
+__all__ = ["SESSION_HEADER", "ConversationIndex", "conversation_key", "header_session", "opening", "random_name"]
 
 SESSION_HEADER = "x-ctxledger-session"
 _WORD = re.compile(r"[a-z0-9]+")
@@ -61,3 +67,32 @@ def conversation_key(head: Message | None, first_user: Message | None) -> tuple[
     except InvalidInputError:  # pragma: no cover - the slug is ASCII words, this is belt and braces
         name = f"proxy:{key}"
     return key, name
+
+
+def random_name() -> str:
+    """A conversation's session name that carries nothing of its content."""
+    return f"proxy:{secrets.token_hex(5)}"
+
+
+class ConversationIndex:
+    """Conversation key -> session name, for stores whose names must not derive from content."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def load(self, ledger: object) -> None:
+        """Read back the key each ``proxy:`` session recorded with its first request."""
+        for info in ledger.sessions():  # type: ignore[attr-defined]
+            if not info.name.startswith("proxy:") or info.position < 2:
+                continue
+            for ev in ledger.session(info.name).events(2, min(info.position, 12)):  # type: ignore[attr-defined]
+                key = (getattr(ev, "meta", None) or {}).get("request", {}).get("conversation")
+                if isinstance(key, str):
+                    self.names.setdefault(key, info.name)
+                    break
+
+    def name_for(self, key: str) -> str:
+        name = self.names.get(key)
+        if name is None:
+            name = self.names[key] = random_name()
+        return name

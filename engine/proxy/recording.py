@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from engine.errors import ConcurrencyError, DuplicateSessionError, ImportFormatError, UnknownSessionError
 from engine.importers.messages import MessageRecorder, RequestRecord, canonical_reply
+from engine.proxy.naming import ConversationIndex
 
 __all__ = ["Health", "StoreWorker", "CONFLICT_RETRIES", "UPSTREAM_ERROR", "NOT_RECORDED"]
 
@@ -101,6 +102,9 @@ class StoreWorker:
         self._owners: OrderedDict[str, str] = OrderedDict()  # reply message hash -> session name
         self._unrecordable: set[str] = set()  # sessions whose last request had malformed messages
         self._seen: set[str] = set()  # every session this proxy has recorded into
+        # Session names are stored in clear: in an encrypted store, conversations get random names
+        self.plaintext = True
+        self.conversations = ConversationIndex()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxledger-store")
 
     # -- running on the store thread ----------------------------------------------------------
@@ -123,6 +127,9 @@ class StoreWorker:
     def open(self) -> None:
         if self.ledger is None:
             self.ledger = self._open_ledger()
+            self.plaintext = bool(getattr(self.ledger.store, "transparent", True))
+            if not self.plaintext:
+                self.conversations.load(self.ledger)
 
     def recorder(self, name: str) -> MessageRecorder:
         rec = self._recorders.get(name)
