@@ -103,7 +103,7 @@ class LiveExporter:
             following = ev
         else:
             start = max(1, head - MAX_SCAN + 1)
-        fold = Fold.from_spans(session.at(start - 1).spans()) if start > 1 else Fold()
+        fold = Fold.from_spans(session.at(start - 1).spans(), session.event) if start > 1 else Fold(session.event)
         mapper = Mapper(session.name, session.id, resource=self.resource, content=self.content, fold=fold)
         return _State(mapper, start)
 

@@ -18,7 +18,7 @@ reply (the proxy's ``proxy:upstream-error`` mark) is an inference span with ``er
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import UUID
 
@@ -28,7 +28,17 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from engine.events import Expanded, Marked, Observed, Pruned, Rederived, Restored, RewriteRefused, Rewritten
+from engine.events import (
+    Expanded,
+    Marked,
+    Observed,
+    Pruned,
+    Rederived,
+    Restored,
+    RewriteRefused,
+    Rewritten,
+    SessionStarted,
+)
 from engine.otel import attributes as A
 from engine.otel.calls import call_attributes
 from engine.otel.ids import span_id as make_span_id
@@ -41,6 +51,7 @@ __all__ = ["Fold", "Mapper", "UPSTREAM_ERROR_LABEL", "SCOPE", "ends_turn", "find
 UPSTREAM_ERROR_LABEL = "proxy:upstream-error"  # the proxy's mark for a call that got no reply
 SCOPE = InstrumentationScope(A.SCOPE, A.SCOPE_VERSION)
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_NO_TIME = 1 << 63
 _MAX_TEXT = 8192  # characters of one reason/explanation kept on a span
 
 
@@ -52,21 +63,30 @@ class Fold:
     """The part of the live buffer the mapping needs: each live span's tokens (and every span's,
     for restores), the live total, and how many live spans are derived."""
 
-    __slots__ = ("live", "seen", "tokens", "derived")
+    __slots__ = ("live", "seen", "tokens", "derived", "lookup")
 
-    def __init__(self) -> None:
+    def __init__(self, lookup: Callable[[int], Any] | None = None) -> None:
         self.live: dict[str, int] = {}
         self.seen: dict[str, int] = {}
         self.tokens = 0
         self.derived = 0
+        self.lookup = lookup  # position -> event: a span's tokens when it was pruned before the fold began
 
     @classmethod
-    def from_spans(cls, spans: Iterable[Any]) -> Fold:
+    def from_spans(cls, spans: Iterable[Any], lookup: Callable[[int], Any] | None = None) -> Fold:
         """The fold of a buffer as it stands (a live exporter starting mid-session)."""
-        fold = cls()
+        fold = cls(lookup)
         for span in spans:
             fold._add(span.id, span.tokens)
         return fold
+
+    def tokens_of(self, span_id: str, content_position: int) -> int:
+        """The tokens of a span that is not live (a restore or an expansion brings it back)."""
+        tokens = self.seen.get(span_id)
+        if tokens is None and self.lookup is not None and content_position:
+            tokens = getattr(self.lookup(content_position), "tokens", 0)
+            self.seen[span_id] = tokens
+        return tokens or 0
 
     def _add(self, span_id: str, tokens: int) -> None:
         if span_id not in self.live:
@@ -99,11 +119,11 @@ class Fold:
             self._remove(ev.span_id)
             self._add(ev.span_id, ev.tokens)
         elif t is Restored:
-            self._add(ev.span_id, self.seen.get(ev.span_id, 0))
+            self._add(ev.span_id, self.tokens_of(ev.span_id, ev.content_position))
         elif t is Expanded:
             self._remove(ev.span_id)
-            for i in ev.restored:
-                self._add(i, self.seen.get(i, 0))
+            for i, p in zip(ev.restored, ev.restored_positions or (0,) * len(ev.restored)):
+                self._add(i, self.tokens_of(i, p))
 
     def inputs_tokens(self, ids: Iterable[str]) -> int:
         live = self.live
@@ -146,7 +166,7 @@ def _continues(last: Observed, ev: Observed) -> bool:
 
 
 class _Turn:
-    __slots__ = ("start", "trace", "root", "first_ns", "last_ns", "events", "observed", "request",
+    __slots__ = ("start", "trace", "root", "first_ns", "last_ns", "started_ns", "events", "observed", "request",
                  "group", "group_tokens", "group_derived", "failure", "inputs", "end")
 
     def __init__(self, session: UUID, start: int, at_ns: int):
@@ -156,6 +176,7 @@ class _Turn:
         self.root = make_span_id(session, "turn", start)
         self.first_ns = at_ns
         self.last_ns = at_ns
+        self.started_ns = at_ns
         self.events: list[SpanEvent] = []
         self.observed = 0
         self.request: dict[str, Any] = {}
@@ -220,16 +241,21 @@ class Mapper:
             out.append(self._close())
             turn = None
         at_ns = event_ns(ev)
+        t = type(ev)
         if turn is None:
             turn = self._turn = _Turn(self.session, ev.originator_version, at_ns)
+            if t is SessionStarted:  # when the session was created says nothing about its first turn's times
+                turn.first_ns, turn.last_ns = _NO_TIME, 0
         position = ev.originator_version
         self.position = position
         turn.end = position
-        if at_ns > turn.last_ns:
-            turn.last_ns = at_ns
-        if at_ns < turn.first_ns:
-            turn.first_ns = at_ns
-        t = type(ev)
+        if t is not SessionStarted:
+            if at_ns > turn.last_ns:
+                turn.last_ns = at_ns
+            if at_ns < turn.first_ns:
+                turn.first_ns = at_ns
+        else:
+            turn.started_ns = at_ns
         fold = self.fold
         if t is Observed:
             if _is_call_part(ev):
@@ -253,12 +279,12 @@ class Mapper:
             self._who(attrs, ev)
             turn.events.append(self._event("ctxledger.prune", at_ns, attrs))
         elif t is Restored:
-            attrs = {A.SPAN_ID: ev.span_id, A.POSITION: position, A.TOKENS: fold.seen.get(ev.span_id, 0)}
+            attrs = {A.SPAN_ID: ev.span_id, A.POSITION: position, A.TOKENS: fold.tokens_of(ev.span_id, ev.content_position)}
             self._who(attrs, ev)
             turn.events.append(self._event("ctxledger.restore", at_ns, attrs))
         elif t is Expanded:
             attrs = {A.SPAN_ID: ev.span_id, A.POSITION: position, A.RESTORED: id_ranges(ev.restored),
-                     A.TOKENS_BEFORE: fold.live.get(ev.span_id, 0), A.TOKENS_AFTER: sum(fold.seen.get(i, 0) for i in ev.restored)}
+                     A.TOKENS_BEFORE: fold.live.get(ev.span_id, 0), A.TOKENS_AFTER: sum(fold.tokens_of(i, p) for i, p in zip(ev.restored, ev.restored_positions or (0,) * len(ev.restored)))}
             self._who(attrs, ev)
             turn.events.append(self._event("ctxledger.expand", at_ns, attrs))
         elif t is Marked:
@@ -354,6 +380,8 @@ class Mapper:
         self.turns.append((turn.start, turn.end, turn.trace, turn.root))
         attrs: dict[str, Any] = {A.TURN_START: turn.start, A.TURN_END: turn.end, A.OBSERVED: turn.observed}
         start, end = turn.first_ns, turn.last_ns
+        if start == _NO_TIME:  # the turn held only the session's start
+            start = end = turn.started_ns
         status = None
         kind = SpanKind.INTERNAL
         if turn.group or turn.failure is not None:
