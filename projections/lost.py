@@ -53,7 +53,7 @@ _MAX_ITEM = 300  # characters of an item kept in the report (the span id leads t
 # A user message that asks for or forbids something. Deliberately plain: the first word an imperative
 # verb, or a modal of obligation anywhere. Misses are still listed as user messages.
 _IMPERATIVE = re.compile(
-    r"^\s*(?:please\s+)?(?:add|always|avoid|build|change|check|commit|continue|create|delete|deploy|do|"
+    r"^\s*(?:(?:please|also|and|then|now|first|next|so|ok|okay)[,]?\s+)*(?:add|always|avoid|build|change|check|commit|continue|create|delete|deploy|do|"
     r"don'?t|ensure|find|fix|focus|implement|keep|look|make|move|never|only|push|read|refactor|remove|"
     r"rename|replace|revert|run|see|start|stop|test|try|update|use|work|write)\b",
     re.I,
