@@ -34,8 +34,9 @@ def _side(span: Any) -> dict[str, Any]:
 
 
 def compare(a: SessionView, b: SessionView) -> dict[str, Any]:
-    """Rows ``{"key", "turn", "same", "a": [spans], "b": [spans]}`` in buffer order, and each side's
-    totals."""
+    """Rows ``{"key", "turn", "starts_turn", "same", "a": [spans], "b": [spans]}`` in buffer order
+    (``key``: the observation number of the row; ``turn``: how many user messages either buffer
+    holds up to this row, a summary's own not counted) and each side's totals."""
     rows: dict[int, dict[str, Any]] = {}
     for side, view in (("a", a), ("b", b)):
         for span in view.spans():
@@ -45,11 +46,12 @@ def compare(a: SessionView, b: SessionView) -> dict[str, Any]:
     turn = 0
     for key in sorted(rows):
         row = rows[key]
-        if any(s.role == "user" and s.kind == "message" and s.provenance is Provenance.OBSERVED for s in row["a"] + row["b"]):
-            turn += 1
+        starts = any(s.role == "user" and s.kind == "message" and s.provenance is Provenance.OBSERVED
+                     for s in row["a"] + row["b"])
+        turn += starts
         same = (len(row["a"]) == len(row["b"]) == 1 and row["a"][0].id == row["b"][0].id
                 and row["a"][0].text == row["b"][0].text and row["a"][0].provenance is Provenance.OBSERVED)
-        out.append({"key": key, "turn": turn, "same": same,
+        out.append({"key": key, "turn": turn, "starts_turn": starts, "same": same,
                     "a": [_side(s) for s in row["a"]], "b": [_side(s) for s in row["b"]]})
     def total(v: SessionView) -> dict[str, Any]:
         spans = v.spans()

@@ -25,7 +25,7 @@ _RULE = re.compile(r"^\s{0,3}([-*_])(\s*\1){2,}\s*$")
 
 # inline, on escaped text: the markers survive html.escape unchanged
 _CODE = re.compile(r"`([^`\n]+)`")
-_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__")
+_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")  # not __x__: identifiers (__init__, x.__dict__) are full of it
 _ITALIC = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])|(?<![\w_])_(?=\S)([^_\n]+?)(?<=\S)_(?![\w_])")
 _LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
 
@@ -38,7 +38,7 @@ def _inline(escaped: str) -> str:
             out.append(f"<code>{part}</code>")
             continue
         part = _LINK.sub(lambda m: f'{m.group(1)} <span class="md-url">({m.group(2)})</span>', part)
-        part = _BOLD.sub(lambda m: f"<b>{m.group(1) or m.group(2)}</b>", part)
+        part = _BOLD.sub(lambda m: f"<b>{m.group(1)}</b>", part)
         part = _ITALIC.sub(lambda m: f"<i>{m.group(1) or m.group(2)}</i>", part)
         out.append(part)
     return "".join(out)

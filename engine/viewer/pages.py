@@ -246,8 +246,8 @@ def tool_call(span: dict[str, Any]) -> str | None:
         value = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, indent=None, default=str)
         more = len(value) - PREVIEW_CHARS
         shown = esc_text(value[:PREVIEW_CHARS]) + (f'<span class="more">… {more:,} more characters</span>' if more > 0 else "")
-        rows.append(f'<span class="arg"><span class="k">{esc(k)}</span> {shown}</span>')
-    return f'<span class="call">{esc(name)}</span>\n' + "\n".join(rows)
+        rows.append(f'<span class="arg"><span class="k">{esc_text(k)}</span> {shown}</span>')
+    return f'<span class="call">{esc_text(name)}</span>' + "".join(rows)  # each argument a block of its own
 
 
 def _highlight(sentence: str, findings: list[dict[str, Any]]) -> str:

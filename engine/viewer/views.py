@@ -59,7 +59,7 @@ def _folded(text: str, *, md: bool, span_id: str = "") -> str:
         whole += (f'<p class="meta">… {len(text) - FOLD_CHARS:,} more characters: '
                   f'<a href="#{esc(span_id)}" data-span="{esc(span_id)}" class="sref">open {esc(span_id)}</a></p>')
     return (f'<pre class="text">{esc_text(text[:PREVIEW_CHARS])}</pre><details class="long"><summary>{len(text):,} '
-            f'characters, {lines:,} lines: show more</summary>{whole}</details>')
+            f'characters, {lines:,} line{"s" if lines != 1 else ""}: show more</summary>{whole}</details>')
 
 
 def _status(status: str) -> str:
@@ -83,7 +83,7 @@ def _message(item: dict[str, Any]) -> str:
             f'{_pos(r["position"])} {_status(r["status"])} {_when(r)} · {r["tokens"]:,} tok'
             f'{" · error" if (r.get("meta") or {}).get("is_error") else ""}</summary>{_folded(r["text"], md=False, span_id=r["span_id"])}</details>'
             for r in item.get("results", [])
-        ) or '<p class="meta">no result in this window</p>'
+        ) or '<p class="meta">no result up to this position (or before this page of the log)</p>'
         return f'<li class="msg {cls} toolcall">{head}{_call(item.get("call"))}{body}{results}</li>'
     md = item["kind"] == "message" and role in ("user", "assistant", "system")
     return f'<li class="msg {cls}">{head}{_call(item.get("call"))}{_folded(item["text"], md=md, span_id=item["span_id"])}</li>'
@@ -216,15 +216,13 @@ def compare_page(cmp: dict[str, Any], sessions: list[str]) -> str:
             rows.append(f'<tr class="same-run"><td colspan="3">{run:,} identical row{"s" if run != 1 else ""}</td></tr>')
             run = 0
 
-    last_turn = 0
     for r in cmp["rows"]:
         if r["same"]:
             run += 1
             continue
         fold()
-        turn = f'turn {r["turn"]}' if r["turn"] != last_turn else ""
-        last_turn = r["turn"]
-        rows.append(f'<tr class="differ"><th>{turn}</th>{_cell(r["a"])}{_cell(r["b"])}</tr>')
+        turn = '<br><span class="turn">user turn</span>' if r["starts_turn"] else ""
+        rows.append(f'<tr class="differ"><th>o{r["key"]}{turn}</th>{_cell(r["a"])}{_cell(r["b"])}</tr>')
     fold()
     note = '<p class="meta">only the first 2,000 rows are shown</p>' if cmp["truncated"] else ""
     body = (f'<header class="bar"><a href="/" class="home">ctxledger</a> <h1>compare</h1>'
