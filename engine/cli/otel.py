@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import click
 
 from engine.cli._app import EXIT_STORE, EXIT_USAGE, emit_json, handle_errors, main, open_ledger, progress, to_builtins
 
-__all__ = ["otel_group"]
+__all__ = ["otel_group", "start_live_export"]
 
 
 def _sdk():
@@ -20,6 +21,29 @@ def _sdk():
         click.echo("ctxledger: error: OpenTelemetry export needs the otel extra: pip install 'ctxledger[otel]'", err=True)
         sys.exit(EXIT_USAGE)
     return export
+
+
+def start_live_export(flag: bool | None) -> bool:
+    """``--otel``/``--no-otel`` of a long-running command (the proxy): start live export when asked,
+    or when the standard OTLP endpoint variable is set. Asked without the extra: exit 2; implied by
+    the environment without it: a warning, and the command runs without export."""
+    implied = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if flag is False or (flag is None and not implied):
+        return False
+    try:
+        from engine.otel import live
+        from engine.otel.export import resolved_endpoint
+
+        live.enable()
+    except ImportError:
+        if flag:
+            click.echo("ctxledger: error: OpenTelemetry export needs the otel extra: pip install 'ctxledger[otel]'", err=True)
+            sys.exit(EXIT_USAGE)
+        click.echo("ctxledger: warning: OTEL_EXPORTER_OTLP_ENDPOINT is set but the otel extra is not installed "
+                   "(pip install 'ctxledger[otel]'): no live export", err=True)
+        return False
+    click.echo(f"ctxledger: live OpenTelemetry export to {resolved_endpoint()}", err=True)
+    return True
 
 
 @main.group("otel")

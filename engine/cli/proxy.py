@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 import click
 
 from engine.cli._app import EXIT_USAGE, handle_errors, main, open_ledger
+from engine.cli.otel import start_live_export
 from engine.cli.serve import is_loopback, token_problem
 
 __all__ = ["proxy_cmd"]
@@ -51,10 +52,13 @@ def _origin(value: str) -> str:
 @click.option("--max-body-mb", type=float, default=32.0, show_default=True,
               help="Largest request body in MB; a larger one gets 413 and is not forwarded.")
 @click.option("--quiet", "-q", is_flag=True, help="No line per proxied call on the terminal (errors are still shown).")
+@click.option("--otel/--no-otel", default=None,
+              help="Export each call and compaction live as OpenTelemetry spans (default: on when "
+                   "$OTEL_EXPORTER_OTLP_ENDPOINT is set; see ctxledger otel export --help).")
 @click.pass_context
 @handle_errors
 def proxy_cmd(ctx, upstream, listen, session_name, policy_name, budget, keep_turns, permissive, timeout,
-              token, allow_hosts, max_body_mb, quiet) -> None:
+              token, allow_hosts, max_body_mb, quiet, otel) -> None:
     """Serve a recording proxy for the OpenAI and Anthropic APIs.
 
     Point an agent's base URL at it: POST /v1/chat/completions and /v1/messages are forwarded
@@ -108,6 +112,7 @@ def proxy_cmd(ctx, upstream, listen, session_name, policy_name, budget, keep_tur
         token=token, allowed_hosts=tuple(allow_hosts), max_body=int(max_body_mb * 1024 * 1024),
     )
     app = create_app(config, lambda: open_ledger(ctx))
+    start_live_export(otel)
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"ctxledger proxy: http://{shown}:{port} -> {without_credentials(origin)}"
                f"{f' (compacting: {policy_name}, budget {budget:,})' if policy_name else ''}"

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from engine.errors import ConcurrencyError, DuplicateSessionError, ImportFormatError, UnknownSessionError
 from engine.importers.messages import MessageRecorder, RequestRecord, canonical_reply
+from engine.otel import live
 from engine.proxy.naming import ConversationIndex
 
 __all__ = ["Health", "StoreWorker", "CONFLICT_RETRIES", "UPSTREAM_ERROR", "NOT_RECORDED"]
@@ -172,6 +173,7 @@ class StoreWorker:
                 self._recorders.pop(name, None)  # read it back from the store next time
                 return None
             self.health.store_ok()
+            live.recorded(self._recorders[name].session)  # OpenTelemetry live export: a no-op unless enabled
             return result
         self.health.store_error(what, name, f"gave up after {CONFLICT_RETRIES} concurrency conflicts")
         log.error("ctxledger proxy: STORE ERROR while %s for session %r: too many conflicts", what, name)
