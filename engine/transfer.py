@@ -168,6 +168,8 @@ def parse_export(source: Any) -> list[tuple[int, ExportLine, Event]]:
                 line = _line_decoder.decode(raw)
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
                 raise ImportFormatError(f"line {number} is not a ctxledger export line: {_one_line(e)}", line=number) from None
+            except RecursionError:
+                raise ImportFormatError(f"line {number}: nested too deep to decode", line=number) from None
             decoder = EVENT_DECODERS.get(line.type)
             if decoder is None:
                 raise ImportFormatError(f"line {number}: unknown event type {line.type!r}", line=number)
@@ -175,6 +177,8 @@ def parse_export(source: Any) -> list[tuple[int, ExportLine, Event]]:
                 ev = decoder.decode(line.event)
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
                 raise ImportFormatError(f"line {number}: bad {line.type} event: {_one_line(e)}", line=number) from None
+            except RecursionError:
+                raise ImportFormatError(f"line {number}: the {line.type} event nests too deep to decode", line=number) from None
             if ev.originator_id is not None:
                 raise ImportFormatError(f"line {number}: events carry no session id inside", line=number)
             parsed.append((number, line, ev))
@@ -269,10 +273,14 @@ def _check_event(state: Any, ev: Event, number: int, events: list[Event]) -> Non
             return
         if state is None:
             raise bad("the log does not start with SessionStarted")
+        meta = getattr(ev, "meta", None)
+        if meta is not None:  # every event's meta, bounded as when it is written (depth and size)
+            validate.meta(meta)
+        if t is RewriteRefused:
+            validate.meta({"findings": list(ev.findings)})
         if t in (Observed, Rewritten, Rederived):
             validate.text(ev.text)
             validate.role(ev.role)
-            validate.meta(ev.meta)
             if isinstance(ev.tokens, bool) or ev.tokens < 0:
                 raise bad(f"tokens must be a non-negative int, not {ev.tokens!r}")
         if t is Observed:

@@ -281,7 +281,9 @@ def import_cmd(ctx, paths, fmt, name, skip_bad, as_json) -> None:
     Compactions become derived spans written by the tool (e.g. claude-code:compact:auto); a summary
     of a summary is recorded as a violation (imports are permissive sessions). Re-importing a
     transcript that grew takes only the new lines; a malformed line fails the import naming the
-    file and line, with nothing written (or is skipped and counted with --skip-bad).
+    file and line, with nothing written (or is skipped and counted with --skip-bad). With
+    --skip-bad a directory import also goes on past a transcript it cannot import, reports it,
+    and exits 1 when any failed.
 
     \b
     Example:
@@ -289,23 +291,36 @@ def import_cmd(ctx, paths, fmt, name, skip_bad, as_json) -> None:
       ctxledger import --format claude-code ~/.claude/projects/-home-me-shop/
       ctxledger import session.jsonl --session shop-debug && ctxledger audit shop-debug
     """
-    from engine.errors import InvalidInputError
+    from engine.errors import InvalidInputError, LedgerError, StorageError
 
     if name is not None and len(paths) > 1:
         raise InvalidInputError("--session names one transcript; give one PATH")
     results: list[dict] = []
     with open_ledger(ctx) as ledger, progress("importing", len(paths)) as advance:
         for path in paths:
-            results.extend(_import_path(ledger, path, fmt, name, skip_bad))
+            try:
+                results.extend(_import_path(ledger, path, fmt, name, skip_bad))
+            except StorageError:
+                raise
+            except LedgerError as e:  # under --skip-bad one bad PATH does not stop the others
+                if not skip_bad or len(paths) == 1:
+                    raise
+                results.append({"source": path, "error": e.message})
             advance(1)
+    failed = [r for r in results if r.get("error")]
     if as_json:
         emit_json(results[0] if len(results) == 1 else results)
-        return
-    for r in results:
-        if "format" not in r:  # a ctxledger export
-            click.echo(f"imported session {r['session']!r}: {r['position']} events, chain verified")
-        else:
-            click.echo(_as_report(r).summary())
+    else:
+        for r in results:
+            if "format" not in r and r.get("error"):
+                click.echo(f"{r['source']}: FAILED, nothing imported from it: {r['error']}")
+            elif "format" not in r:  # a ctxledger export
+                click.echo(f"imported session {r['session']!r}: {r['position']} events, chain verified")
+            else:
+                click.echo(_as_report(r).summary())
+    if failed:
+        click.echo(f"ctxledger: {len(failed)} of {len(results)} transcripts could not be imported", err=True)
+        sys.exit(EXIT_FOUND)
 
 
 def _import_path(ledger, path: str, fmt: str | None, name: str | None, skip_bad: bool) -> list[dict]:
