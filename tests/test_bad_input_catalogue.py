@@ -72,6 +72,20 @@ class Boom:
         raise ConnectionResetError("the model API hung up")
 
 
+def _nested(depth: int) -> dict:
+    """A meta dict nesting ``depth`` lists below itself, built without recursion."""
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return {"k": value}
+
+
+def _cycle() -> dict:
+    loop: dict = {}
+    loop["self"] = loop
+    return {"a": loop}
+
+
 CASES = {
     # wrong types
     "observe int": (lambda s: s.observe(42), InvalidInputError),
@@ -88,6 +102,15 @@ CASES = {
     "meta object value": (lambda s: s.observe("x", meta={"a": object()}), InvalidInputError),
     "meta lone surrogate": (lambda s: s.observe("x", meta={"a": "\ud800"}), InvalidInputError),
     "meta huge": (lambda s: s.observe("x", meta={"a": "x" * (300 * 1024)}), InvalidInputError),
+    # nesting past what every reader decodes (issue 24): refused, never a RecursionError
+    "meta nested 65 deep": (lambda s: s.observe("x", meta=_nested(64)), InvalidInputError),
+    "meta nested 990 deep": (lambda s: s.observe("x", meta=_nested(989)), InvalidInputError),
+    "meta nested 100k deep": (lambda s: s.observe("x", meta=_nested(100_000)), InvalidInputError),
+    "meta that contains itself": (lambda s: s.observe("x", meta=_cycle()), InvalidInputError),
+    "prune meta nested": (lambda s: s.prune("o1", meta=_nested(200)), InvalidInputError),
+    "rewrite meta nested": (lambda s: s.rewrite(["o1"], "x", meta=_nested(200)), InvalidInputError),
+    "tool call arguments nested": (lambda s: s.observe("c", role="assistant", kind="tool_call", meta={
+        "tool_call_id": "c9", "name": "t", "arguments": _nested(996)["k"]}), InvalidInputError),
     "tokens negative": (lambda s: s.observe("x", tokens=-1), InvalidInputError),
     "tokens str": (lambda s: s.observe("x", tokens="3"), InvalidInputError),
     "tokens float": (lambda s: s.observe("x", tokens=1.5), InvalidInputError),
@@ -340,6 +363,10 @@ HOSTILE = {
     "forged: mark with control characters": lambda L: rechain(L, _set(9, label="\x1b[2J")),
     "forged: tool result without call id": lambda L: rechain(L, _set(8, meta={})),
     "forged: meta of 300 kB": lambda L: rechain(L, _set(1, meta={"a": "x" * 300_000})),
+    # nesting past what every reader decodes (issue 24)
+    "an event nested 5000 deep": lambda L: L[:1] + [L[1].replace('"event":{', '"event":{"x":' + "[" * 5000 + "]" * 5000 + ",", 1)] + L[2:],
+    "forged: meta nested 80 deep": lambda L: rechain(L, _set(1, meta=_nested(79))),
+    "forged: prune meta nested 100 deep": lambda L: rechain(L, _set(3, meta=_nested(99))),
 }
 
 

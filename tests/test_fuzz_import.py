@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from engine import CorruptLogError, DuplicateSessionError, EstimateCounter, ImportFormatError, InvalidInputError, Ledger
 from engine.checkpoint import read_checkpoints
 from engine.codec import TOPICS, EventMapper, decode_payload, encode_payload
-from engine.events import Event
+from engine.events import Event, Observed, now
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 TOPIC_LIST = sorted(TOPICS.values())
@@ -83,6 +83,29 @@ def test_mapper_with_and_without_a_cipher_on_arbitrary_rows(state, topic, versio
             mapper.to_domain_event(row)
         except CorruptLogError as e:
             assert "\n" not in e.message
+
+
+@FAST
+@given(topic=st.sampled_from(TOPIC_LIST), depth=st.integers(1, 3000), field=st.sampled_from(["meta", "junk", "text"]),
+       opener=st.sampled_from([b"\x91", b"\x81\xa1k", b"\xdc\x00\x01"]))
+def test_payload_decoder_on_nesting_of_any_depth(topic, depth, field, opener):
+    """msgpack nested up to 3,000 deep inside an event, built as bytes (no encoder would): the
+    decoder answers with an event that readers can decode, or a CorruptLogError; never a
+    RecursionError, whatever the stack it runs on."""
+    from engine.codec import READABLE_DEPTH, readable
+
+    good = encode_payload(Observed(originator_version=1, at=now(), span_id="o1", text="x"))
+    key = msgspec.msgpack.encode(field)
+    body = opener * depth + b"\x01"
+    data = bytes([good[0] + 1]) + good[1:] + key + body  # one more field in the event's fixmap
+    try:
+        ev = decode_payload(topic, data, None, 1)
+    except CorruptLogError as e:
+        assert "\n" not in e.message
+        return
+    assert isinstance(readable(data, ev), bool)
+    if field == "meta" and topic.endswith("Observed") and readable(data, ev):
+        assert depth + 1 <= READABLE_DEPTH
 
 
 @FAST
