@@ -50,6 +50,11 @@ def esc(text: Any) -> str:
     return html.escape(str(text), quote=True).translate(_VISIBLE)
 
 
+
+def _count(n: int, word: str) -> str:
+    """``1 error``, ``2 errors``."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
 def _short(text: str, width: int = 160) -> str:
     one = " ".join(str(text).split())
     return one if len(one) <= width else one[: width - 1] + "…"
@@ -251,7 +256,7 @@ def _comparison(data: list[dict[str, Any]]) -> str:
         au = d["audit"]
         cls = "ok" if au["ok"] else "bad"
         word = "ok" if au["ok"] else "drift"
-        return f'<span class="{cls}">{word}</span> ({au["errors"]} errors, {au["warnings"]} warnings)'
+        return f'<span class="{cls}">{word}</span> ({_count(au["errors"], "error")}, {_count(au["warnings"], "warning")})'
 
     cells.append("<tr><th>audit</th>" + "".join(f"<td>{verdict(d)}</td>" for d in data) + "</tr>")
     names = "".join(f"<th>{esc(d['name'])}</th>" for d in data)
@@ -277,8 +282,8 @@ def _section(d: dict[str, Any], i: int) -> str:
         '<span class="mk prune"></span>prune <span class="mk rewrite"></span>rewrite '
         '<span class="mk rederive"></span>re-derive <span class="mk refused"></span>refused '
         '<span class="mk other"></span>restore/expand</figcaption></figure>',
-        f'<h3>Audit findings <small>{au["errors"]} errors · {au["warnings"]} warnings · {au["infos"]} notes · '
-        f'{au["derived_checked"]} derived spans checked · hash chain {"ok" if au["chain_ok"] else "BROKEN"}</small></h3>',
+        f'<h3>Audit findings <small>{_count(au["errors"], "error")} · {_count(au["warnings"], "warning")} · '
+        f'{_count(au["infos"], "note")} · {_count(au["derived_checked"], "derived span")} checked · hash chain {"ok" if au["chain_ok"] else "BROKEN"}</small></h3>',
     ]
     if not d["findings"]:
         out.append('<p class="none">No errors or warnings: every live summary is grounded in its original observations.</p>')

@@ -100,7 +100,7 @@ def test_audit_usage_errors_exit_2_and_change_nothing(db, args):
 
 def test_blame_names_the_rewrite_that_introduced_text(db):
     r = run(db, "blame", "drift", "14:02")
-    assert r.exit_code == 0
+    assert r.exit_code == 1  # live and NOT GROUNDED: a drift finding, exit 1 as audit
     assert "NOT GROUNDED" in r.output and "introduced by rewrite at position 7 by model-x" in r.output
 
 

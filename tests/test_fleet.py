@@ -305,12 +305,12 @@ def test_fleet_cli(tmp_path):
     led.close()
     runner = CliRunner()
     res = runner.invoke(main, ["--db", url, "fleet"])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # it lists drifted sessions
     lines = res.output.splitlines()
-    assert lines[0].split()[:5] == ["SESSION", "EVENTS", "REFUSED", "DRIFT", "LAST"]
+    assert lines[0].split()[:6] == ["SESSION", "EVENTS", "REFUSED", "DRIFT", "E/W", "LAST"]
     assert [ln.split()[0] for ln in lines[1:5]] == ["clean", "confab", "loose", "stubborn"]
     res = runner.invoke(main, ["--db", url, "fleet", "--drifted", "--since", "today"])
-    assert res.exit_code == 0 and [ln.split()[0] for ln in res.output.splitlines()[1:3]] == ["confab", "loose"]
+    assert res.exit_code == 1 and [ln.split()[0] for ln in res.output.splitlines()[1:3]] == ["confab", "loose"]
     assert "stubborn" not in res.output
     res = runner.invoke(main, ["--db", url, "fleet", "--flagged", "--detail"])
     assert "refused" in res.output and "violation" in res.output and "unsupported-specific" in res.output

@@ -64,7 +64,12 @@ def describe(ev: Event) -> str:
 
 
 def event_json(ev: Event) -> dict:
+    """An event for ``log --json``: every field, defaults included (an observation's ``role`` and
+    ``kind`` are there even when they are ``user``/``message``, which the stored form omits)."""
     d = to_builtins(ev)
+    for name in ev.__struct_fields__:
+        if name not in d:
+            d[name] = to_builtins(getattr(ev, name))
     d.pop("originator_id", None)
     d.pop("originator_version", None)
     d["prev"] = ev.prev.hex()
@@ -354,9 +359,10 @@ def _as_report(data: dict):
 @click.argument("session")
 @click.argument("label")
 @click.option("--by", default="", help="Who sets the mark.")
+@click.option("--json", "as_json", is_flag=True, help="Print the session, label and position as a JSON object.")
 @click.pass_context
 @handle_errors
-def mark_cmd(ctx, session, label, by) -> None:
+def mark_cmd(ctx, session, label, by, as_json) -> None:
     """Label the session's current position (e.g. "cycle-9") to navigate to it later with --at.
 
     \b
@@ -364,7 +370,11 @@ def mark_cmd(ctx, session, label, by) -> None:
       ctxledger mark agent-42 before-migration && ctxledger show agent-42 --at before-migration
     """
     with open_ledger(ctx) as ledger:
-        position = ledger.session(session).mark(label, by=by)
+        s = ledger.session(session)
+        position = s.mark(label, by=by)
+    if as_json:
+        emit_json({"session": s.name, "label": label, "position": position})
+        return
     click.echo(f"marked position {position} as {label!r}")
 
 

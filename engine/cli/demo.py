@@ -314,7 +314,8 @@ def demo_cmd(ctx, seed, cycles, budget, drop, merge, invent, prefix, model_spec,
         wl = generate(cfg.seed, cfg.cycles, scale=cfg.scale)
         with progress("drift study", len(names) * cfg.cycles) as advance:
             result = run_study(ledger, cfg, names=names, progress=advance, workload=wl, model=real)
-        story = tell(ledger, result, wl, audit=not no_audit)
+        with progress("auditing the runs for the story" if not no_audit else "writing the story", None):
+            story = tell(ledger, result, wl, audit=not no_audit)
         result.seconds = time.perf_counter() - started
     url = ctx.find_root().obj["url"]
     db = "" if url == "sqlite:///ctxledger.db" else f"--db {url}"
@@ -330,9 +331,10 @@ def demo_cmd(ctx, seed, cycles, budget, drop, merge, invent, prefix, model_spec,
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default="report.html", show_default=True,
               help="The HTML file to write.")
 @click.option("--at", "at", default=None, help="Report the session(s) as of this position (or mark).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written (file, size, sessions) as a JSON object.")
 @click.pass_context
 @handle_errors
-def report_cmd(ctx, sessions, output, at) -> None:
+def report_cmd(ctx, sessions, output, at, as_json) -> None:
     """Write a self-contained HTML report: live tokens by provenance over the log with markers for
     prunes, rewrites, re-derivations and refusals; the audit findings with blame and lineage for each;
     up to four sessions side by side.
@@ -349,10 +351,15 @@ def report_cmd(ctx, sessions, output, at) -> None:
         raise InvalidInputError(f"report takes one session, or two to four to compare; got {len(sessions)}")
     with open_ledger(ctx) as ledger:
         readers = [ledger.session(name).view(at) for name in sessions]
-        html = build_report(readers)
+        with progress("auditing and tracing for the report", None):
+            html = build_report(readers)
     path = Path(output)
     try:
         path.write_text(html, encoding="utf-8")
     except OSError as e:
         raise InvalidInputError(f"cannot write {output}: {e.strerror}") from None
+    if as_json:
+        emit_json({"file": str(path), "bytes": len(html.encode()), "sessions": [r.name for r in readers],
+                   "positions": [r.position for r in readers]})
+        return
     click.echo(f"wrote {output} ({len(html.encode()) / 1024:.0f} KB, self-contained: open it in any browser)")

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from engine.cli._app import EXIT_FOUND, emit_json, handle_errors, main, open_ledger, shorten, to_builtins
+from engine.cli._app import EXIT_FOUND, emit_json, handle_errors, main, open_ledger, progress, shorten, to_builtins
 from engine.errors import CorruptLogError
 
 __all__ = ["audit_cmd", "blame_cmd", "lineage_cmd", "diff_cmd", "timeline_cmd"]
@@ -104,13 +104,15 @@ def blame_cmd(ctx, session, text, at, as_json) -> None:
 
     For each live span holding TEXT: the event that put it there and its origin, the first event of
     the span's lineage whose text contains it -- an observation (grounded) or a rewrite (the model
-    wrote it). Exit 1 when no span holds or held the text, like grep.
+    wrote it). Exit 1 when no span holds or held the text, like grep, or when it is NOT
+    GROUNDED in a live span (the model wrote it, no source says so, and it is in the buffer: a drift
+    finding, as audit's exit 1).
 
     \b
     Example:
       ctxledger blame agent-42 "14:02"
     """
-    with open_ledger(ctx) as ledger:
+    with open_ledger(ctx) as ledger, progress(f"tracing {shorten(text, 30)!r} through the log", None):
         hits = ledger.session(session).blame(text, at=at)
     if as_json:
         emit_json([to_builtins(h) for h in hits])
@@ -126,7 +128,7 @@ def blame_cmd(ctx, session, text, at, as_json) -> None:
             for finding in h.findings:
                 click.echo(f"       {h.checker}: {finding}")
             click.echo(f"       {h.text!r}")
-    if not hits:
+    if not hits or any(h.live and not h.grounded for h in hits):
         sys.exit(EXIT_FOUND)
 
 

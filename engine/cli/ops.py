@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from datetime import datetime, timedelta, timezone
 
 import click
 
-from engine.cli._app import EXIT_FOUND, emit_json, handle_errors, main, open_ledger, to_builtins
+from engine.cli._app import EXIT_FOUND, emit_json, handle_errors, main, open_ledger, progress, shorten, to_builtins
 from engine.errors import InvalidInputError
 from engine.session import VerifyResult
 
-__all__ = ["parse_since", "verify_against_checkpoints"]
+__all__ = ["parse_since", "plural", "verify_against_checkpoints"]
 
 
 def parse_since(text: str | None, now: datetime | None = None) -> datetime | None:
@@ -67,6 +68,10 @@ def fleet_cmd(ctx, drifted, flagged, since, detail, as_json, no_update, follow, 
     The view is a table in the store itself (fleet_sessions), folded from the global event log
     exactly once; the command first folds in whatever was committed since it last ran.
 
+    Exit 1 when a session it lists drifted (like audit), 0 otherwise. DRIFT counts the audit's
+    errors and warnings apart (E/W); --detail re-audits each flagged session for the findings'
+    messages.
+
     \b
     Example:
       ctxledger --db postgresql://ops@db/agents fleet --drifted --since today
@@ -74,34 +79,77 @@ def fleet_cmd(ctx, drifted, flagged, since, detail, as_json, no_update, follow, 
     from engine.fleet import Fleet
 
     when = parse_since(since)
+    messages: dict[str, list[str]] = {}
     with open_ledger(ctx) as ledger, Fleet(ledger) as fleet:
         if follow:
             _follow(ledger, fleet, interval)
             return
-        folded = 0 if no_update else fleet.catch_up()
+        if no_update:
+            folded = 0
+        else:
+            with progress("folding the store's new events into the fleet view", None):
+                folded = fleet.catch_up()
         rows = fleet.rows(since=when, drifted=drifted, flagged=flagged)
+        if detail:
+            audited = [r for r in rows if r.flagged and r.audit]
+            with progress("auditing the flagged sessions for their findings", len(audited)) as advance:
+                for r in audited:
+                    messages[r.name] = _messages(ledger, r)
+                    advance(1)
+    found = EXIT_FOUND if any(r.drifted for r in rows) else 0
     if as_json:
-        emit_json([_row_json(r) for r in rows])
-        return
+        emit_json([{**_row_json(r), **({"messages": messages[r.name]} if r.name in messages else {})} for r in rows])
+        sys.exit(found)
     if not rows:
         what = "drifted" if drifted else "flagged" if flagged else "in the view"
         click.echo(f"no sessions {what}" + (f" since {_when(when)} UTC" if when else ""))
         return
     width = max(7, *(len(r.name) for r in rows))
-    click.echo(f"{'SESSION':<{width}}  {'EVENTS':>7}  {'REFUSED':>7}  {'DRIFT':>5}  {'LAST EVENT (UTC)':<19}  LAST DRIFT (UTC)")
+    click.echo(f"{'SESSION':<{width}}  {'EVENTS':>7}  {'REFUSED':>7}  {'DRIFT E/W':>9}  {'LAST EVENT (UTC)':<19}  LAST DRIFT (UTC)")
     for r in rows:
+        errors, warnings = _severities(r)
         click.echo(
-            f"{r.name:<{width}}  {r.position:>7}  {r.refusals:>7}  {r.drift:>5}  {_when(r.last_event_at):<19}  "
+            f"{r.name:<{width}}  {r.position:>7}  {r.refusals:>7}  {f'{errors}/{warnings}':>9}  {_when(r.last_event_at):<19}  "
             f"{_when(r.last_drift_at)}"
         )
         if detail and r.flagged:
-            for f in r.findings + r.audit:
+            for f in r.findings:
                 span = f" ({f.span_id})" if f.span_id else ""
                 click.echo(f"  - {f.kind} at position {f.position}{span}: {f.detail}")
+            for line in messages.get(r.name, []):
+                click.echo(f"  - {line}")
     n_drift = sum(1 for r in rows if r.drifted)
     n_flag = sum(1 for r in rows if r.flagged)
-    tail = f"; folded {folded} new events" if folded else ""
-    click.echo(f"{len(rows)} sessions; {n_drift} drifted, {n_flag} flagged{tail}", err=True)
+    tail = f"; folded {plural(folded, 'new event')}" if folded else ""
+    click.echo(f"{plural(len(rows), 'session')}; {n_drift} drifted, {n_flag} flagged{tail}", err=True)
+    sys.exit(found)
+
+
+def plural(n: int, word: str) -> str:
+    """``1 session``, ``2 sessions``."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def _severities(row) -> tuple[int, int]:
+    """(errors, warnings) of a fleet row: the audit's findings once it ran (each says its severity),
+    else the violations recorded in the log (errors)."""
+    if not row.audited_position:
+        return row.violations, 0
+    warnings = sum(1 for f in row.audit if f.detail.startswith("warning"))
+    return len(row.audit) - warnings, warnings
+
+
+def _messages(ledger, row) -> list[str]:
+    """The audit's errors and warnings for a flagged session, each with its message (the fleet view
+    keeps kinds and positions only, never the text)."""
+    report = ledger.session(row.name).audit()
+    out = []
+    for f in report.findings:
+        d = to_builtins(f) if not isinstance(f, dict) else f
+        if d.get("severity") in ("error", "warning"):
+            where = ", ".join(d.get("span_ids") or []) or (f"position {d['position']}" if d.get("position") else "")
+            out.append(f"{d['severity']} {d.get('kind', '')}{f' ({where})' if where else ''}: {shorten(d.get('message', ''), 300)}")
+    return out
 
 
 def _follow(ledger, fleet, interval: float) -> None:
@@ -132,8 +180,9 @@ def _follow(ledger, fleet, interval: float) -> None:
 @main.command("keygen")
 @click.argument("private_key", type=click.Path(dir_okay=False))
 @click.option("--public", "public_key", type=click.Path(dir_okay=False), default=None, help="Public key file (default: PRIVATE_KEY with .pub).")
+@click.option("--json", "as_json", is_flag=True, help="Print the files and the key id as a JSON object.")
 @handle_errors
-def keygen_cmd(private_key, public_key) -> None:
+def keygen_cmd(private_key, public_key, as_json) -> None:
     """Make an Ed25519 key pair for signing checkpoints (PEM; the private file is mode 0600).
 
     Keep the private key away from the database host; give the public key to whoever audits.
@@ -145,6 +194,9 @@ def keygen_cmd(private_key, public_key) -> None:
     from engine.checkpoint import generate_keypair
 
     priv, pub, kid = generate_keypair(private_key, public_key)
+    if as_json:
+        emit_json({"private_key": str(priv), "public_key": str(pub), "key_id": kid})
+        return
     click.echo(f"wrote {priv} (private, keep it off the database host) and {pub} (public); key id {kid}")
 
 
@@ -153,12 +205,15 @@ def keygen_cmd(private_key, public_key) -> None:
 @click.option("--all", "all_sessions", is_flag=True, help="Sign every session in the store.")
 @click.option("--key", "key_file", required=True, type=click.Path(dir_okay=False), help="Ed25519 private key (PEM).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Append to this checkpoint file (default stdout).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object for the run: each session signed or not, and why.")
 @click.pass_context
 @handle_errors
-def checkpoint_cmd(ctx, sessions, all_sessions, key_file, output) -> None:
+def checkpoint_cmd(ctx, sessions, all_sessions, key_file, output, as_json) -> None:
     """Sign the chain head of sessions: evidence a third party can check without the database.
 
-    The chain is verified first; a broken chain is never signed (exit 1).
+    The chain is verified first; a broken chain is never signed (exit 1). Without -o the
+    checkpoints are printed, one JSON line each (already machine-readable); --json prints one
+    object for the whole run instead (with -o, or to see which sessions were not signed).
 
     \b
     Example:
@@ -171,20 +226,29 @@ def checkpoint_cmd(ctx, sessions, all_sessions, key_file, output) -> None:
         raise click.UsageError("name one or more SESSIONs or pass --all")
     key = load_private_key(key_file)
     broken = False
+    done: list[dict] = []
     with open_ledger(ctx) as ledger:
         names = [i.name for i in ledger.sessions()] if all_sessions else list(sessions)
         for name in names:
             try:
                 cp = sign(ledger.session(name), key)
             except CorruptLogError as e:
-                click.echo(f"{name}: NOT SIGNED: {e.message}", err=True)
+                done.append({"session": name, "signed": False, "reason": e.message})
+                if not as_json:
+                    click.echo(f"{name}: NOT SIGNED: {e.message}", err=True)
                 broken = True
                 continue
             if output:
                 append_checkpoint(cp, output)
+            if as_json:
+                done.append({"session": cp.session, "signed": True, "position": cp.position, "head": cp.head,
+                             "checkpoint": json.loads(dumps(cp)), "file": output})
+            elif output:
                 click.echo(f"{cp.session}: signed position {cp.position}, head {cp.head} -> {output}", err=True)
             else:
                 click.echo(dumps(cp))
+    if as_json:
+        emit_json({"checkpoints": done, "signed": sum(1 for d in done if d["signed"]), "not_signed": sum(1 for d in done if not d["signed"])})
     if broken:
         sys.exit(EXIT_FOUND)
 

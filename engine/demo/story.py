@@ -75,7 +75,7 @@ class Story:
         for name, a in self.audits.items():
             kinds = ", ".join(f"{k} x{v}" for k, v in a["kinds"].items()) or "no findings"
             verdict = "ok" if a["ok"] else "DRIFT"
-            out.append(f"  audit {name}: {verdict} — {a['errors']} errors, {a['warnings']} warnings ({kinds})")
+            out.append(f"  audit {name}: {verdict} — {_plural(a['errors'], 'error')}, {_plural(a['warnings'], 'warning')} ({kinds})")
             if a.get("unsupported"):
                 shown = ", ".join(repr(v) for v in a["unsupported"][:4])
                 out.append(f"    stated by a live summary, in none of its source observations: {shown}")
@@ -113,6 +113,10 @@ class Story:
             )
         return out
 
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 def needle(inv: Invention) -> str:
     """A short distinctive piece of the invented text to blame (the part after the subject)."""
