@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.agent import NUDGE_META, Reply, ToolCall
 from engine.compaction import turn_starts
@@ -37,13 +37,34 @@ from engine.demo.simmodel import DriftingModel
 from engine.spans import Span
 
 if TYPE_CHECKING:
-    from engine.demo.study import StudyConfig
     from engine.session import Session
 
-__all__ = ["SimulatedEditor"]
+__all__ = ["SimulatedEditor", "EditorLimits"]
 
 _QUOTED = re.compile(r"'([^'\n]{1,80})'|\"([^\"\n]{1,80})\"")
 MIN_RUN_TOKENS = 1_600  # a run smaller than twice a summary saves nothing
+
+
+class EditorLimits(Protocol):
+    """The numbers the editor works to, read-only (the study's ``StudyConfig`` has them all)."""
+
+    @property
+    def low_tokens(self) -> int: ...  # edit until the buffer is at or below this
+
+    @property
+    def keep_last_turns(self) -> int: ...  # the newest turns are never summarized or pruned
+
+    @property
+    def summary_tokens(self) -> int: ...  # budget of one summary of a run of observations
+
+    @property
+    def max_input_tokens(self) -> int: ...  # largest run summarized at once
+
+    @property
+    def derived_max_tokens(self) -> int: ...  # a summary above this is re-derived from its originals...
+
+    @property
+    def derived_target_tokens(self) -> int: ...  # ...to about this size
 
 
 class SimulatedEditor:
@@ -51,7 +72,7 @@ class SimulatedEditor:
 
     format = "openai"
 
-    def __init__(self, model: DriftingModel, config: StudyConfig, session: Session):
+    def __init__(self, model: DriftingModel, config: EditorLimits, session: Session):
         self.model = model
         self.config = config
         self.session = session

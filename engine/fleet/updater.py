@@ -1,191 +1,34 @@
-"""Keeping the fleet view up to date: every session of a store in one queryable table.
-
-The view follows the store's notification log (the global order of every event of every
-session) and folds each event into its session's row (``projections.fleet.fold``). It lives in the
-same database as the ledger, in two tables: ``fleet_sessions`` (one row per session, with
-queryable columns and the whole row as JSON) and ``fleet_tracking`` (the last notification id
-folded in). Both are written in ONE transaction, so each event is folded exactly once, whatever
-crashes or runs twice:
-
-- ``Fleet(ledger).catch_up()`` reads the log page by page from the tracked position (SQLite and
-  PostgreSQL). It is what ``ctxledger fleet`` runs before it shows the table.
-- ``follow(url)`` runs eventsourcing's ``ProjectionRunner`` on PostgreSQL: a subscription
-  (LISTEN/NOTIFY) delivers each new event as it is committed, by any writer on any host. SQLite
-  has no subscriptions; ``ctxledger fleet --follow`` polls ``catch_up`` there instead.
-
-Concurrent updaters are safe: a batch is written only if the tracking row still holds the
-position its rows were read at (checked under a lock in the writing transaction), otherwise the
-batch is discarded and re-read.
-"""
+"""Keeping the fleet view up to date: ``Fleet`` folds what the notification log holds since the
+tracked position (any SQLite or PostgreSQL store); ``follow`` runs eventsourcing's subscription on
+PostgreSQL; ``poll`` is SQLite's stand-in for one. See the package docstring for the guarantees."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime, timezone
+from collections.abc import Iterator, Sequence
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import msgspec
 from eventsourcing.persistence import InfrastructureFactory, IntegrityError, OperationalError, Tracking
 from eventsourcing.projection import Projection, ProjectionRunner
-from eventsourcing.sqlite import SQLiteTrackingRecorder
 from eventsourcing.utils import Environment
 
 from engine.codec import TOPICS, EventMapper
 from engine.errors import CorruptLogError, InvalidInputError, LedgerError, StorageError
 from engine.events import EVENT_TYPES, Event
+from engine.fleet.sqlite import SQLiteFleetView
+from engine.fleet.view import APP_NAME, PROJECTION_NAME, FleetView, ViewMoved
 from engine.ledger import Ledger
 from engine.store import StoreApp, postgres_ddl_lock, storage_error
 from engine.stores import SQLITE_FACTORY
 from projections.fleet import AuditHook, Finding, FleetRow, audit_findings, fold, needs_audit, unreadable
 
-__all__ = [
-    "Fleet",
-    "follow",
-    "SQLiteFleetView",
-    "FleetProjection",
-    "PROJECTION_NAME",
-    "VIEW_TABLE",
-    "TRACKING_TABLE",
-]
+__all__ = ["Fleet", "follow", "poll", "FleetProjection"]
 
-PROJECTION_NAME = "fleet"
-VIEW_TABLE = "fleet_sessions"
-TRACKING_TABLE = "fleet_tracking"
-APP_NAME = StoreApp.name
 SESSION_TOPICS = tuple(TOPICS[cls] for cls in EVENT_TYPES.values())
-
-ROW_ENCODER = msgspec.json.Encoder()
-ROW_DECODER = msgspec.json.Decoder(FleetRow)
-
-
-def utc(dt: datetime | None) -> datetime | None:
-    if dt is None:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
-
-
-def _text_time(dt: datetime | None) -> str | None:
-    dt = utc(dt)
-    return None if dt is None else dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-class ViewMoved(Exception):
-    """The tracking row moved while a batch was being folded: another updater got there first."""
-
-
-# -- the view tables -------------------------------------------------------------------------------
-
-
-class SQLiteFleetView(SQLiteTrackingRecorder):
-    """The fleet view in a SQLite file: eventsourcing's tracking recorder, with its tracking in a
-    table of its own (``fleet_tracking``) and the ``fleet_sessions`` table beside it."""
-
-    def __init__(self, datastore: Any, **kwargs: Any):
-        super().__init__(datastore, **kwargs)
-        if not self.datastore.single_row_tracking:  # pragma: no cover - we never configure it
-            raise InvalidInputError("the fleet view needs single-row tracking")
-        t = TRACKING_TABLE
-        self.insert_tracking_statement = (
-            f"INSERT INTO {t} VALUES (:application_name, :notification_id) "
-            "ON CONFLICT (application_name) DO UPDATE SET notification_id = :notification_id "
-            f"WHERE {t}.notification_id < :notification_id RETURNING notification_id"
-        )
-        self.select_max_tracking_id_statement = f"SELECT MAX(notification_id) FROM {t} WHERE application_name=?"
-
-    def construct_create_table_statements(self) -> list[str]:
-        return [
-            f"CREATE TABLE IF NOT EXISTS {TRACKING_TABLE} (application_name TEXT, notification_id INTEGER, "
-            "PRIMARY KEY (application_name)) WITHOUT ROWID",
-            f"CREATE TABLE IF NOT EXISTS {VIEW_TABLE} ("
-            "session_id TEXT PRIMARY KEY, name TEXT NOT NULL, position INTEGER NOT NULL, "
-            "events INTEGER NOT NULL, refusals INTEGER NOT NULL, violations INTEGER NOT NULL, "
-            "drift INTEGER NOT NULL, unreadable INTEGER NOT NULL, last_event_at TEXT, "
-            "last_drift_at TEXT, last_refusal_at TEXT, row TEXT NOT NULL)",
-            f"CREATE INDEX IF NOT EXISTS {VIEW_TABLE}_last_drift_at ON {VIEW_TABLE} (last_drift_at)",
-        ]
-
-    def create_table(self) -> None:
-        # In one write transaction, so processes opening a fresh file at once cannot both decide
-        # the tables are missing and both insert the migration row (eventsourcing's own
-        # create_table reads first, then writes).
-        with self.datastore.transaction(commit=True) as c:
-            for statement in self.create_table_statements:
-                c.execute(statement)
-            c.execute(f"INSERT OR IGNORE INTO {TRACKING_TABLE} VALUES (?, 1)", (self.table_migration_identifier,))
-        self.tracking_table_exists = True
-        self.tracking_migration_previous = self.tracking_migration_current = 1
-
-    def load(self, session_ids: Iterable[UUID]) -> tuple[int | None, dict[UUID, FleetRow]]:
-        """(tracked notification id, rows of these sessions), read in one transaction."""
-        ids = [sid.hex for sid in session_ids]
-        rows: dict[UUID, FleetRow] = {}
-        with self.datastore.transaction(commit=False) as c:
-            tracked = self._max_tracking_id(APP_NAME, c)
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                c.execute(
-                    f"SELECT row FROM {VIEW_TABLE} WHERE session_id IN ({','.join('?' * len(chunk))})", chunk
-                )
-                for (data,) in c.fetchall():
-                    row = ROW_DECODER.decode(data)
-                    rows[row.session_id] = row
-        return tracked, rows
-
-    def commit(self, rows: Iterable[FleetRow], tracking: Tracking, expected: int | None) -> None:
-        """Write rows and tracking in one transaction, if the tracking still holds ``expected``."""
-        with self.datastore.transaction(commit=True) as c:
-            # A write first, so the transaction holds SQLite's write lock before it reads.
-            c.execute(f"UPDATE {TRACKING_TABLE} SET notification_id = notification_id WHERE application_name = ?", (APP_NAME,))
-            if self._max_tracking_id(APP_NAME, c) != expected:
-                raise ViewMoved
-            c.executemany(
-                f"INSERT INTO {VIEW_TABLE} (session_id, name, position, events, refusals, violations, drift, "
-                "unreadable, last_event_at, last_drift_at, last_refusal_at, row) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
-                "name = excluded.name, position = excluded.position, events = excluded.events, "
-                "refusals = excluded.refusals, violations = excluded.violations, drift = excluded.drift, "
-                "unreadable = excluded.unreadable, last_event_at = excluded.last_event_at, "
-                "last_drift_at = excluded.last_drift_at, last_refusal_at = excluded.last_refusal_at, "
-                "row = excluded.row",
-                [
-                    (
-                        r.session_id.hex, r.name, r.position, r.events, r.refusals, r.violations, r.drift,
-                        r.unreadable, _text_time(r.last_event_at), _text_time(r.last_drift_at),
-                        _text_time(r.last_refusal_at), ROW_ENCODER.encode(r).decode(),
-                    )
-                    for r in rows
-                ],
-            )
-            self._insert_tracking(c, tracking)
-
-    def select(self, *, since: datetime | None, drifted: bool, flagged: bool) -> list[FleetRow]:
-        where, params = where_clause(since, drifted, flagged, _text_time)
-        with self.datastore.transaction(commit=False) as c:
-            c.execute(f"SELECT row FROM {VIEW_TABLE}{where} ORDER BY name", params)
-            return [ROW_DECODER.decode(r[0]) for r in c.fetchall()]
-
-
-def where_clause(since: datetime | None, drifted: bool, flagged: bool, conv: Any, ph: str = "?") -> tuple[str, list]:
-    clauses, params = [], []
-    if drifted:
-        clauses.append("drift > 0")
-        if since is not None:
-            clauses.append(f"last_drift_at >= {ph}")
-            params.append(conv(since))
-    elif flagged:
-        clauses.append("(drift > 0 OR refusals > 0 OR unreadable > 0)")
-        if since is not None:
-            clauses.append(f"(last_drift_at >= {ph} OR last_refusal_at >= {ph} OR (unreadable > 0 AND last_event_at >= {ph}))")
-            params += [conv(since)] * 3
-    elif since is not None:
-        clauses.append(f"last_event_at >= {ph}")
-        params.append(conv(since))
-    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
 class Unreadable(msgspec.Struct, frozen=True):
@@ -217,7 +60,7 @@ class _FollowApp(StoreApp):
 class _Folder:
     """Folds batches of events into view rows and commits them with their tracking."""
 
-    def __init__(self, view: Any, ledger: Ledger | None, audit: AuditHook | None):
+    def __init__(self, view: FleetView, ledger: Ledger | None, audit: AuditHook | None):
         self.view = view
         self.ledger = ledger
         self.audit = audit
@@ -285,7 +128,7 @@ def _view_class(env: dict[str, str]) -> type:
     if module in ("eventsourcing.sqlite", SQLITE_FACTORY):
         return SQLiteFleetView
     if module == "eventsourcing.postgres":
-        from engine.pgfleet import PostgresFleetView  # the PostgreSQL driver is an extra
+        from engine.fleet.postgres import PostgresFleetView  # the PostgreSQL driver is an extra
 
         return PostgresFleetView
     raise InvalidInputError("the fleet view needs a SQLite or PostgreSQL store (not memory://)")
@@ -418,7 +261,7 @@ def follow(ledger: Ledger, *, audit: AuditHook | None = audit_findings) -> Proje
     env = dict(ledger.store.app.env)
     if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
         raise InvalidInputError("following the log live needs PostgreSQL; on SQLite call Fleet.catch_up() in a loop")
-    from engine.pgfleet import PostgresFleetView
+    from engine.fleet.postgres import PostgresFleetView
 
     projection = type("FleetProjection", (FleetProjection,), {"name": PROJECTION_NAME, "ledger": ledger, "audit": audit})
     try:

@@ -10,7 +10,7 @@ from uuid import UUID
 from eventsourcing.persistence import Tracking
 from eventsourcing.postgres import PostgresTrackingRecorder
 
-from engine.fleet import APP_NAME, TRACKING_TABLE, ViewMoved, ROW_DECODER, ROW_ENCODER, utc, where_clause
+from engine.fleet.view import APP_NAME, ROW_DECODER, ROW_ENCODER, TRACKING_TABLE, ViewMoved, utc, where_clause
 from projections.fleet import FleetRow
 
 __all__ = ["PostgresFleetView"]
@@ -92,6 +92,3 @@ class PostgresFleetView(PostgresTrackingRecorder):
         with self.datastore.transaction(commit=False) as curs:
             curs.execute(self._select_all + SQL(where + " ORDER BY name"), params)
             return [ROW_DECODER.decode(rec["row"]) for rec in curs.fetchall()]
-
-
-# -- folding batches -------------------------------------------------------------------------------
