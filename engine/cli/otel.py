@@ -91,16 +91,16 @@ def export_cmd(ctx: click.Context, sessions: tuple[str, ...], endpoint: str | No
     export = _sdk()
     exporter = export.otlp_exporter(endpoint)  # a bad URL is refused before the store is opened
     capture = export.capture_content(content)
-    # the SDK logs each failed request (with its status and reason) at ERROR; its retries are noise
-    logging.getLogger("opentelemetry.exporter.otlp.proto.http").setLevel(logging.ERROR)
-    with open_ledger(ctx) as ledger:
+    said = _ExporterLog()  # the exporter logs why a request failed: kept for the one-line error
+    with said, open_ledger(ctx) as ledger:
         chosen = [ledger.session(name) for name in dict.fromkeys(sessions)]  # every name checked first
         total = sum(s.position for s in chosen)
         try:
             with progress("exporting", total) as advance:
                 done = export.export_sessions(chosen, exporter, content=capture, audit=not no_audit, progress=advance)
         except export.ExportError as e:
-            click.echo(f"ctxledger: error: {e.message}", err=True)
+            why = f" (the exporter said: {said.last})" if said.last else ""
+            click.echo(f"ctxledger: error: {e.message}{why}", err=True)
             sys.exit(EXIT_STORE)
         finally:
             exporter.shutdown()
@@ -109,5 +109,38 @@ def export_cmd(ctx: click.Context, sessions: tuple[str, ...], endpoint: str | No
                    "sessions": to_builtins(done)})
         return
     for s in done:
-        click.echo(f"{s.session}: {s.spans} spans ({s.calls} model calls, {s.compactions} compactions, "
-                   f"{s.evaluations} evaluations) from {s.position} events in {s.turns} turns")
+        click.echo(f"{s.session}: {_n(s.spans, 'span')} ({_n(s.calls, 'model call')}, {_n(s.compactions, 'compaction')}, "
+                   f"{_n(s.evaluations, 'evaluation')}) from {_n(s.position, 'event')} in {_n(s.turns, 'turn')}")
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
+class _ExporterLog(logging.Handler):
+    """While exporting: the OTLP exporter's log lines are kept (the last one explains a failure)
+    instead of printed beside ctxledger's own one-line error."""
+
+    NAMES = ("opentelemetry.exporter.otlp.proto.http", "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+             "opentelemetry.exporter.http_transport")
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.last = ""
+        self._saved: list[tuple[logging.Logger, bool]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.last = " ".join(record.getMessage().split())[:300]
+
+    def __enter__(self) -> _ExporterLog:
+        for name in self.NAMES:
+            logger = logging.getLogger(name)
+            self._saved.append((logger, logger.propagate))
+            logger.addHandler(self)
+            logger.propagate = False
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for logger, propagate in self._saved:
+            logger.removeHandler(self)
+            logger.propagate = propagate
