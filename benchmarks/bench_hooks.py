@@ -1,0 +1,207 @@
+"""Each compaction hook's wall time, Python start-up included, on a ~3 MB Claude Code transcript, and
+``ctxledger lost`` on the session it recorded.
+
+    .venv/bin/python benchmarks/bench_hooks.py            # 9 rounds, writes the hooks table into RESULTS.md
+    .venv/bin/python benchmarks/bench_hooks.py --rounds 5 --no-write
+
+The transcript is the real session in ../shared/data/transcripts/ (2.7 MB, a manual /compact) padded
+to 3 MB before its boundary with renamed copies of its own model-visible lines (new uuids, message
+and tool ids), then the boundary and the summary. Every round starts from a copy of a store prepared
+outside the timing, and runs the installed command as the agent does (``sh -c COMMAND`` with the
+payload on stdin), timed from the start of the shell to its exit:
+
+- PreCompact, incremental: the store holds the transcript up to 200 lines before the boundary;
+- PreCompact, first: an empty store (the whole transcript imported at once);
+- PostCompact: the store holds everything up to the boundary; the boundary and summary are new
+  (import, audit of the session, the status line);
+- SessionStart(compact): the same, and the notice;
+- SessionStart(compact) again: nothing new to import (audit and notice only);
+- start-up floor: ``python -c pass``, and a hook for an event it ignores (SessionStart, startup).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import machine, write_section  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL = ROOT.parent / "shared" / "data" / "transcripts" / "claude_spotter_ae4a77f8_manual.jsonl"
+COMPACT_CALL = REAL.parent / REAL.stem / "subagents" / "agent-acompact-946d2b.jsonl"
+SID = "ae4a77f8-aedd-4bc1-888f-c94edc91af04"
+TARGET_BYTES = 3_000_000
+
+
+def padded_lines() -> list[bytes]:
+    lines = REAL.read_bytes().splitlines(keepends=True)
+    b = next(i for i, raw in enumerate(lines) if b'"compact_boundary"' in raw)
+    visible = [raw for raw in lines[:b] if b'"type":"assistant"' in raw or b'"type":"user"' in raw]
+    extra: list[bytes] = []
+    size, k = sum(map(len, lines[: b + 2])), 0
+    while size < TARGET_BYTES:
+        k += 1
+        for raw in visible:
+            copy = (raw.replace(b'"uuid":"', b'"uuid":"p%d-' % k).replace(b"toolu_", b"toolu_p%d" % k)
+                    .replace(b'"id":"msg_', b'"id":"msg_p%d' % k))
+            extra.append(copy)
+            size += len(copy)
+            if size >= TARGET_BYTES:
+                break
+    return lines[:b] + extra + lines[b:b + 2]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered) + 0.5)) - 1))]
+
+
+class Bench:
+    def __init__(self, work: Path):
+        self.work = work
+        self.lines = padded_lines()
+        self.b = len(self.lines) - 2
+        self.env = {**os.environ, "CTXLEDGER_HOOKS_STATE": str(work / "state"), "CTXLEDGER_NO_PROGRESS": "1"}
+        self.env.pop("CTXLEDGER_URL", None)
+        self.project = work / "proj"
+        self.project.mkdir()
+        self.transcript = work / "projects" / f"{SID}.jsonl"
+        (self.transcript.parent / SID / "subagents").mkdir(parents=True)
+        shutil.copy(COMPACT_CALL, self.transcript.parent / SID / "subagents" / COMPACT_CALL.name)
+        self.db_file = work / "hooks.db"
+        self.command = [sys.executable, "-m", "engine.hooks", "claude-code", "--db", f"sqlite:///{self.db_file}"]
+        self.stores: dict[int, Path] = {}
+
+    def write(self, upto: int) -> None:
+        self.transcript.write_bytes(b"".join(self.lines[:upto]))
+
+    def payload(self, event: str, **extra) -> bytes:
+        return json.dumps({"session_id": SID, "transcript_path": str(self.transcript), "cwd": str(self.project),
+                           "hook_event_name": event, **extra}).encode()
+
+    def store_upto(self, upto: int) -> Path:
+        """A store holding the transcript up to line ``upto`` (made once, copied for each round)."""
+        if upto not in self.stores:
+            self.fresh(None)
+            self.write(upto)
+            self.hook(self.payload("PreCompact", trigger="auto"))
+            saved = self.work / f"store-{upto}"
+            saved.mkdir()
+            for p in self.work.glob("hooks.db*"):
+                shutil.copy(p, saved / p.name)
+            self.stores[upto] = saved
+        return self.stores[upto]
+
+    def fresh(self, saved: Path | None) -> None:
+        for p in self.work.glob("hooks.db*"):
+            p.unlink()
+        if saved is not None:
+            for p in saved.iterdir():
+                shutil.copy(p, self.work / p.name)
+
+    def hook(self, body: bytes) -> tuple[float, bytes]:
+        t = time.perf_counter()
+        done = subprocess.run(self.command, input=body, capture_output=True, env=self.env, cwd=self.project)
+        wall = time.perf_counter() - t
+        if done.returncode != 0 or done.stderr:
+            raise SystemExit(f"the hook failed: {done.stderr.decode()}")
+        return wall, done.stdout
+
+    def timed(self, rounds: int, setup, body: bytes) -> tuple[list[float], bytes]:
+        walls, out = [], b""
+        for _ in range(rounds):
+            setup()
+            wall, out = self.hook(body)
+            walls.append(wall)
+        return walls, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--no-write", action="store_true", help="print the table, leave RESULTS.md alone")
+    args = ap.parse_args()
+    if not REAL.exists():
+        raise SystemExit(f"the real transcript is not at {REAL}")
+    rows: list[tuple[str, list[float]]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        bench = Bench(Path(tmp))
+        size = sum(map(len, bench.lines))
+        pre = bench.store_upto(bench.b - 200)
+        at_boundary = bench.store_upto(bench.b)
+
+        def incremental():
+            bench.fresh(pre)
+            bench.write(bench.b)
+
+        rows.append(("PreCompact, incremental (last 200 lines new)",
+                     bench.timed(args.rounds, incremental, bench.payload("PreCompact", trigger="auto"))[0]))
+
+        def first():
+            bench.fresh(None)
+            bench.write(bench.b)
+
+        rows.append(("PreCompact, first (whole transcript new)",
+                     bench.timed(args.rounds, first, bench.payload("PreCompact", trigger="auto"))[0]))
+
+        def compacted():
+            bench.fresh(at_boundary)
+            bench.write(bench.b + 2)
+
+        summary = json.loads(bench.lines[bench.b + 1])["message"]["content"]
+        walls, _ = bench.timed(args.rounds, compacted, bench.payload("PostCompact", trigger="manual", compact_summary=summary))
+        rows.append(("PostCompact (import boundary + summary, audit)", walls))
+        walls, out = bench.timed(args.rounds, compacted, bench.payload("SessionStart", source="compact"))
+        rows.append(("SessionStart(compact) (import, audit, notice)", walls))
+        notice = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+        walls, _ = bench.timed(args.rounds, lambda: None, bench.payload("SessionStart", source="compact"))
+        rows.append(("SessionStart(compact) again (nothing new)", walls))
+        rows.append(("start-up floor: a hook for an event it ignores",
+                     bench.timed(args.rounds, lambda: None, bench.payload("SessionStart", source="startup"))[0]))
+        floor = []
+        for _ in range(args.rounds):
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+            floor.append(time.perf_counter() - t)
+        rows.append(("start-up floor: python -c pass", floor))
+        cli = Path(sys.executable).with_name("ctxledger")
+        lost = []
+        for _ in range(args.rounds):
+            t = time.perf_counter()
+            subprocess.run([str(cli), "--db", f"sqlite:///{bench.db_file}", "lost", f"claude-code:{SID}", "--json"],
+                           check=True, capture_output=True, env=bench.env)
+            lost.append(time.perf_counter() - t)
+        rows.append(("ctxledger lost SESSION --json (CLI start-up included)", lost))
+
+        from engine.tokens import default_counter
+
+        notice_tokens = default_counter().count(notice)
+
+    cmd = f".venv/bin/python benchmarks/bench_hooks.py --rounds {args.rounds}"
+    out = [f"Hooks: wall time per run, Python start-up included ({machine()}). `{cmd}`",
+           "",
+           f"Transcript: the real Claude Code session padded to {size / 1e6:.2f} MB ({len(bench.lines):,} lines); "
+           f"{args.rounds} rounds each, every round from a copy of the same prepared store. "
+           f"The notice: {notice_tokens:,} tokens (budget 1,500).",
+           "",
+           "| run | p50 s | p95 s | min s |",
+           "| --- | ---: | ---: | ---: |"]
+    for name, walls in rows:
+        out.append(f"| {name} | {statistics.median(walls):.3f} | {pct(walls, 0.95):.3f} | {min(walls):.3f} |")
+    table = "\n".join(out)
+    print(table)
+    if not args.no_write:
+        write_section("hooks", table)
+
+
+if __name__ == "__main__":
+    main()
