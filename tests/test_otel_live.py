@@ -182,3 +182,25 @@ def test_ctxledger_proxy_with_the_otlp_environment_exports_live_and_flushes_on_e
         spans = receiver.spans()
     assert f"live OpenTelemetry export to {receiver.endpoint}/v1/traces" in err
     assert [s.name for s in spans] == ["chat gpt-fake"]
+
+
+def test_the_openai_agents_session_hands_each_add_items_to_live_export():
+    pytest.importorskip("agents", reason="the openai-agents extra is not installed")
+    import asyncio
+
+    from engine.integrations.openai_agents import LedgerSession
+
+    probe = LiveExporterProbe()
+    live.enable(processor=probe)
+    with Ledger.open("memory://", token_counter=EstimateCounter()) as ledger:
+        session = LedgerSession("agents-live", ledger=ledger)
+
+        async def turns():
+            await session.add_items([{"role": "user", "content": "What is in the repo?"}])
+            await session.add_items([{"role": "assistant", "content": "Two files."}])
+            await session.add_items([{"role": "user", "content": "Which?"}])  # the call above ended
+
+        asyncio.run(turns())
+    calls = [s for s in probe.ended if s.attributes.get("openinference.span.kind") == "LLM"]
+    assert len(calls) == 1 and calls[0].attributes["gen_ai.conversation.id"] == "agents-live"
+    assert calls[0].attributes["ctxledger.turn.end"] == calls[0].attributes["ctxledger.position"]

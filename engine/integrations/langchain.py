@@ -37,6 +37,7 @@ from engine.integrations._live_view import (
     write_observations,
 )
 from engine.ledger import Ledger
+from engine.otel import live
 from engine.render import derived_marker
 from engine.session import Session
 from engine.spans import Span
@@ -430,6 +431,7 @@ class LedgerMiddleware(AgentMiddleware):
         records = [r for r in _observations(new) if r[3][KEY] not in known]
         spans = _write(tracked.session, records)
         known.update(r[3][KEY] for r in records)
+        live.recorded(tracked.session)  # OpenTelemetry live export (engine.otel.live): a no-op unless enabled
         return spans
 
     def model_view(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:

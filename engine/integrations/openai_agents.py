@@ -21,6 +21,7 @@ import msgspec
 from engine.compaction import Compactor, StepResult
 from engine.errors import ConcurrencyError, InvalidInputError
 from engine.ledger import Ledger
+from engine.otel import live
 from engine.session import Session
 from engine.spans import Span
 from engine.integrations._live_view import (
@@ -308,6 +309,7 @@ class LedgerSession:
         """Observe every item, in one transaction; a malformed item raises ``InvalidInputError``
         and nothing of the call is written."""
         self.observe_items(items)
+        live.recorded(self.ledger_session)  # OpenTelemetry live export (engine.otel.live): a no-op unless enabled
 
     async def pop_item(self) -> dict[str, Any] | None:
         """Prune the newest live item and return it (the log keeps it: ``restore`` brings it back)."""
