@@ -137,6 +137,16 @@ def test_the_real_session_recorded_checked_and_repaired(claude, tmp_path):
         notices.append(out["additionalContext"])
     assert notices[0] == notices[1]
     notice = notices[0]
+    # PostCompact's audit is kept for SessionStart (same log, same position): without it, or with a
+    # damaged entry, the audit runs again and says the same
+    cache_dir = Path(claude.env["CTXLEDGER_HOOKS_STATE"]) / "cache"
+    entries = list(cache_dir.iterdir())
+    assert len(entries) == 1
+    entries[0].write_bytes(entries[0].read_bytes()[:-7])
+    for _ in range(2):
+        r = claude.run("SessionStart", source="compact")
+        assert json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"] == notice
+        shutil.rmtree(cache_dir)
 
     with claude.ledger() as ledger:
         s = ledger.session(name)

@@ -80,9 +80,9 @@ def _run(agent: str, raw: bytes, db: str | None, budget: int | None) -> Outcome:
         if not _is_this_compaction(session, summary, payload):
             return Outcome(error=warning or f"the newest compaction is not in {payload.transcript_path} yet; nothing to check",
                            session=session.name)
-        report = session.audit()
+        report = _Findings(_summary_findings(session, summary, url))
         if event == "PostCompact":
-            mine = [f for f in report.findings if summary.id in f.span_ids and f.severity in ("error", "warning")]
+            mine = [f for f in report.findings if f.severity in ("error", "warning")]
             status = (f"ctxledger: compaction recorded as {summary.id} in {session.name}; "
                       + (f"the summary has {len(mine)} unsupported statement(s); the resumed model is told which"
                          if mine else "its audit found nothing unsupported"))
@@ -91,6 +91,36 @@ def _run(agent: str, raw: bytes, db: str | None, budget: int | None) -> Outcome:
                          agent=agent, counter=ledger.counter)
         out = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": notice.text}}
         return Outcome(stdout=json.dumps(out, ensure_ascii=False), error=warning, notice=notice, session=session.name)
+
+
+class _Findings:
+    """The part of an audit report the notice reads."""
+
+    __slots__ = ("findings",)
+
+    def __init__(self, findings: list[Any]):
+        self.findings = findings
+
+
+def _summary_findings(session: Any, summary: Any, url: str) -> list[Any]:
+    """The audit's findings on ``summary``. PostCompact and SessionStart(compact) fire one after the
+    other on the same log: the audit (a pure function of the log at a position) is run once and kept
+    in the state directory for that position."""
+    import msgspec
+
+    from engine.hooks.state import cache, cached
+    from projections.audit import Finding
+
+    key = f"audit|{url}|{session.id}"
+    kept = cached(key, session.position)
+    if kept is not None:
+        try:
+            return msgspec.json.decode(kept, type=list[Finding])
+        except msgspec.DecodeError:
+            pass  # a damaged cache entry: audit again
+    mine = [f for f in session.audit().findings if summary.id in f.span_ids]
+    cache(key, session.position, msgspec.json.encode(mine))
+    return mine
 
 
 def _is_this_compaction(session: Any, summary: Any, payload: Any) -> bool:

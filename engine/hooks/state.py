@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["state_dir", "default_db_url", "ensure_folder", "remember", "recorded", "locked"]
+__all__ = ["state_dir", "default_db_url", "ensure_folder", "remember", "recorded", "locked", "cached", "cache"]
 
 STATE_FILE = "hooks.json"
 
@@ -120,3 +120,32 @@ def recorded(agent: str, cwd: str) -> dict[str, Any] | None:
         if isinstance(entry, dict) and isinstance(entry.get("session"), str) and isinstance(entry.get("db"), str):
             return {**entry, "cwd": str(folder)}
     return None
+
+
+def _cache_path(key: str) -> Path:
+    return state_dir() / "cache" / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
+
+
+def cached(key: str, version: int) -> bytes | None:
+    """What ``cache(key, version, data)`` kept, if it was kept for this ``version``."""
+    try:
+        raw = _cache_path(key).read_bytes()
+    except OSError:
+        return None
+    head, _, data = raw.partition(b"\n")
+    return data if head == str(version).encode() else None
+
+
+def cache(key: str, version: int, data: bytes) -> None:
+    """Keep ``data`` for ``key`` at ``version`` (one entry per key: the newest replaces it)."""
+    path = _cache_path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".cache-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(str(version).encode() + b"\n" + data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
