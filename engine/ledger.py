@@ -14,7 +14,7 @@ import msgspec
 
 from engine import validate
 from engine.chain import VerifyResult, verify_chain
-from engine.codec import chain_hash, encode_payload
+from engine.codec import MARK_TOPIC, TOPICS, chain_hash, encode_payload
 from engine.errors import (
     ConcurrencyError,
     DuplicateSessionError,
@@ -24,7 +24,7 @@ from engine.errors import (
 )
 from engine.events import SessionStarted, now
 from engine.session import Session
-from engine.store import LogStore, redact, session_uuid
+from engine.store import LogStore, redact, session_uuid, storage_error
 from engine.tokens import TokenCounter, default_counter
 from engine.transfer import import_lines, is_json_text, looks_like_export
 from projections.buffer import BufferState, apply
@@ -179,6 +179,36 @@ class Ledger:
             )
             for ev in self.store.started_events()
         ]
+
+    def session_names(self) -> list[str]:
+        """Every session with rows in the store, by name, or by id where its ``SessionStarted`` is
+        unreadable or gone: what ``ctxledger verify --all`` checks (a session whose first event was
+        deleted must still be verified, not skipped). ``sessions()`` lists only readable starts;
+        this reads every row's header, so it takes time proportional to the whole store."""
+        started = TOPICS[SessionStarted]
+        recorder = self.store.app.recorder
+        seen: dict[UUID, str] = {}
+        start = 0
+        while True:
+            try:
+                page = recorder.select_notifications(start=start, limit=5000, inclusive_of_start=False)
+            except Exception as e:
+                raise storage_error(e, "cannot list the sessions") from None
+            for n in page:
+                if n.topic == MARK_TOPIC:
+                    continue
+                name = seen.get(n.originator_id)
+                if name is None or (n.topic == started and n.originator_version == 1):
+                    try:
+                        ev = self.store.decode(n) if n.topic == started else None
+                    except Exception:
+                        ev = None
+                    readable = ev is not None and ev.originator_id is not None
+                    seen[n.originator_id] = ev.name if readable else (name or str(n.originator_id))
+            if len(page) < 5000:
+                break
+            start = page[-1].id
+        return list(seen.values())
 
     def import_(self, source: Any, *, format: str | None = None, name: str | None = None, **options: Any) -> Session:
         """Import a session: a ctxledger export (``Session.export`` / ``ctxledger export``: a path, a

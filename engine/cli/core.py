@@ -225,9 +225,7 @@ def verify_cmd(ctx, session, all_sessions, as_json, checkpoint_file, public_key)
             )
             all_sessions = all_sessions or len(results) != 1
         else:
-            from engine.cli.ops import stored_sessions
-
-            names = stored_sessions(ledger) if all_sessions else [session]
+            names = ledger.session_names() if all_sessions else [session]
             results = []
             with progress("verifying", len(names)) as advance:
                 for name in names:

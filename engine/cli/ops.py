@@ -253,37 +253,6 @@ def checkpoint_cmd(ctx, sessions, all_sessions, key_file, output, as_json) -> No
         sys.exit(EXIT_FOUND)
 
 
-def stored_sessions(ledger) -> list[str]:
-    """Every session with rows in the store, by name (by id if its first event is unreadable or
-    gone): a session whose SessionStarted was deleted must still be verified, not skipped."""
-    from engine.codec import MARK_TOPIC, TOPICS
-    from engine.events import SessionStarted
-    from engine.store import storage_error
-
-    recorder = ledger.store.app.recorder
-    seen: dict = {}
-    start = 0
-    while True:
-        try:
-            page = recorder.select_notifications(start=start, limit=5000, inclusive_of_start=False)
-        except Exception as e:
-            raise storage_error(e, "cannot list the sessions") from None
-        for n in page:
-            if n.topic == MARK_TOPIC:
-                continue
-            name = seen.get(n.originator_id)
-            if name is None or (n.topic == TOPICS[SessionStarted] and n.originator_version == 1):
-                try:
-                    ev = ledger.store.decode(n) if n.topic == TOPICS[SessionStarted] else None
-                except Exception:
-                    ev = None
-                seen[n.originator_id] = ev.name if ev is not None and ev.originator_id is not None else (name or str(n.originator_id))
-        if len(page) < 5000:
-            break
-        start = page[-1].id
-    return list(seen.values())
-
-
 def verify_against_checkpoints(ledger, session: str | None, checkpoint_file: str, public_key: str) -> list[tuple[str, VerifyResult]]:
     """``ctxledger verify --checkpoint FILE --public-key PUB``: a session (or, with None, every
     session in the store and every session the file names) held against the signed checkpoints."""
