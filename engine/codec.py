@@ -19,7 +19,7 @@ import zstandard
 from eventsourcing.persistence import Mapper, StoredEvent
 
 from engine.errors import CorruptLogError
-from engine.events import EVENT_TYPES
+from engine.events import EVENT_TYPES, RewriteRefused
 from engine.validate import MAX_META_DEPTH, nesting
 from projections.buffer import BufferState
 
@@ -119,24 +119,59 @@ def too_deep_message(position: int | None) -> str:
 
 # An event nests one level (the event itself) above its meta, which validation bounds.
 READABLE_DEPTH = MAX_META_DEPTH + 1
+# Bytes a payload may hold besides its text without a closer look: this few bytes cannot nest
+# deep enough to trouble a reader, even as fields the event types do not know (which a decoder
+# skips, recursively, without showing them).
+_SMALL_REST = 400
 # The msgpack bytes that open a map or an array: a payload with no more of them than READABLE_DEPTH
 # cannot nest deeper, whatever they stand for (they also occur inside strings and numbers).
 _NOT_CONTAINERS = bytes(b for b in range(256) if not (0x80 <= b <= 0x9F or 0xDC <= b <= 0xDF))
+_NESTED = (dict, list, tuple)
 
 
 def readable(payload: bytes, event: Any) -> bool:
-    """Whether a decoded event nests no deeper than every reader can decode: a cheap count of the
-    payload's container bytes first, the exact walk only when the count allows more."""
+    """Whether every reader can decode this event, at any stack depth it runs at: what the event
+    shows nests at most READABLE_DEPTH deep, and what a decoder skips (fields the event types do
+    not know) is small or shallow too. Deterministic: the answer never depends on the caller.
+
+    Only meta (and a refusal's findings) can nest; typed fields are flat. So the common event, flat
+    meta and a payload that is text plus a few hundred bytes, costs a glance; the others a count of
+    container bytes, and the few with many of them an exact walk."""
+    meta = getattr(event, "meta", None)
+    if meta and any(v.__class__ in _NESTED for v in meta.values()) or event.__class__ is RewriteRefused:
+        pass
+    elif len(payload) - len(getattr(event, "text", "")) <= _SMALL_REST:  # chars <= bytes: a safe bound
+        return True
     if len(payload.translate(None, _NOT_CONTAINERS)) <= READABLE_DEPTH:
         return True
-    return nesting(event, READABLE_DEPTH) <= READABLE_DEPTH
+    if nesting(event, READABLE_DEPTH) > READABLE_DEPTH:
+        return False
+    if payload == _ENCODER.encode(msgspec.structs.replace(event, originator_id=None)):
+        return True  # the payload is exactly the event: nothing hidden in it
+    try:  # fields the event types do not know: how deep do they go?
+        whole = msgspec.msgpack.decode(payload)
+    except RecursionError:
+        return False
+    except (msgspec.DecodeError, ValueError):
+        return False
+    return nesting(whole, READABLE_DEPTH) <= READABLE_DEPTH
 
 
 def first_unreadable(payloads: list[bytes], events: list[Any]) -> int | None:
-    """The index of the first event of a page that nests deeper than every reader can decode."""
-    keep, limit = _NOT_CONTAINERS, READABLE_DEPTH
-    for i in [i for i, p in enumerate(payloads) if len(p.translate(None, keep)) > limit]:
-        if i < len(events) and nesting(events[i], limit) > limit:
+    """The index of the first event of a page that not every reader can decode (see ``readable``)."""
+    small, nested, refused = _SMALL_REST, _NESTED, RewriteRefused
+    for i, ev in enumerate(events):
+        meta = getattr(ev, "meta", None)
+        if meta:
+            for v in meta.values():
+                if v.__class__ in nested:
+                    break
+            else:
+                if ev.__class__ is not refused and len(payloads[i]) - len(getattr(ev, "text", "")) <= small:
+                    continue
+        elif ev.__class__ is not refused and len(payloads[i]) - len(getattr(ev, "text", "")) <= small:
+            continue
+        if not readable(payloads[i], ev):
             return i
     return None
 

@@ -258,3 +258,35 @@ def test_loading_a_log_that_does_not_replay_names_no_python_internals(tmp_path):
         led.session("a")
     message = getattr(err.value, "message", str(err.value))
     assert "does not replay" in message and "AttributeError" not in message and "n_obs" not in message
+
+
+@pytest.mark.parametrize("depth,ok", [(200, True), (500, False), (900, False)])
+def test_a_deep_field_the_event_types_do_not_know_is_judged_the_same_everywhere(tmp_path, depth, ok):
+    """Bytes a decoder skips without showing them (an unknown field) still count: a last event
+    carrying one nested past what readers skip at any stack is undecodable, from any caller; a
+    small one (at most a few hundred bytes besides the text) is harmless and verifies."""
+    import msgspec
+
+    from engine.codec import chain_hash, encode_payload
+    from engine.events import Observed, now
+
+    url = f"sqlite:///{tmp_path / 'hidden.db'}"
+    with Ledger.open(url, token_counter=EstimateCounter()) as led:
+        s = led.create_session("a")
+        s.observe("hello")
+        head = chain_hash(led.store.plaintext(led.store.stored_row(s.id, 2)))
+        sid = s.id.hex
+        s.observe("placeholder")
+    good = encode_payload(Observed(originator_version=3, at=now(), prev=head, span_id="o2", text="x"))
+    hidden = bytes([good[0] + 1]) + good[1:] + msgspec.msgpack.encode("junk") + b"\x91" * depth + b"\x01"
+    con = sqlite3.connect(url[len("sqlite:///"):])
+    con.execute("UPDATE stored_events SET state=? WHERE originator_id=? AND originator_version=3", (hidden, sid))
+    con.commit()
+    con.close()
+    with Ledger.open(url, token_counter=EstimateCounter()) as led:
+        api = led.verify("a")
+    deep = at_stack_depth(700, lambda: Ledger.open(url, token_counter=EstimateCounter()).verify("a"))
+    assert (api.ok, api.cause) == (deep.ok, deep.cause) == ((True, "") if ok else (False, "undecodable"))
+    out = CliRunner().invoke(main, ["--db", url, "verify", "a"])
+    assert out.exit_code == (0 if ok else 1)
+    assert ("UNDECODABLE at position 3" in out.output) is not ok
