@@ -1,6 +1,6 @@
 """OpenTelemetry export's cost: a 100k-event session exported, and live export per proxied call.
 
-    python benchmarks/bench_otel.py [--events 100000] [--rounds 3] [--calls 300]
+    python benchmarks/bench_otel.py [--events 100000] [--rounds 3] [--calls 300] [--quick]
 
 Export: a proxy-shaped session (user turn, reply with usage, tool call and result; a client summary
 every 40 turns, prunes and restores) in a SQLite file, exported to a local OTLP/HTTP receiver in
@@ -288,10 +288,13 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--quick", action="store_true", help="10k events, one round, 100 calls (RESULTS.md untouched)")
     args = ap.parse_args()
+    if args.quick:
+        args.events, args.rounds, args.calls = 10_000, 1, 100
     export = bench_export(args.events, args.rounds)
     print(export, flush=True)
-    hook = bench_hook(max(args.calls, 1000))
+    hook = bench_hook(max(args.calls, 1000) if not args.quick else args.calls)
     print(hook, flush=True)
     proxy = bench_proxy(args.calls)
     print(proxy, flush=True)
