@@ -283,3 +283,29 @@ def test_hostile_text_is_inert_in_every_new_view(parts):
         assert r.status_code == 200, (path, r.text[:200])
         _safe(r.text)
     assert views.conversation_fragment(conv_mod.conversation(s, s.position)).count("<script") == 0
+
+
+# -- what a compaction dropped (projections.lost) -----------------------------------------------------
+
+
+def test_the_lost_view_of_a_compaction_is_projections_lost(client, store):
+    from projections.lost import lost
+
+    s = store[0].session("naive")
+    body = client.get("/api/s/naive/lost/d1").json()
+    want = lost(s.span("d1"), s.originals("d1"))
+    assert body["span_id"] == "d1" and body["sources"] == want.sources == 2
+    assert [(c["name"], c["kept"], c["total"]) for c in body["categories"]] == [(c.name, c.kept, c.total) for c in want.categories]
+    html = client.get("/s/naive/lost/d1").text
+    assert "What this compaction dropped" in html and "kept" in html
+    assert 'id="lost-box" data-span="d1"' in client.get("/s/naive/span/d1").text
+    assert 'id="lost-box"' not in client.get("/s/naive/span/o1").text
+
+
+@pytest.mark.parametrize("path, status", [("/api/s/naive/lost/o1", 404), ("/api/s/naive/lost/d9", 404),
+                                          ("/api/s/guarded/lost/d1", 404), ("/api/s/naive/lost/x", 404)])
+def test_lost_of_what_is_no_summary_is_refused_and_the_log_unchanged(client, store, path, status):
+    before = _dump(store[1])
+    r = client.get(path)
+    assert r.status_code == status and r.json()["type"] in ("SpanStateError", "UnknownSpanError"), r.json()
+    assert _dump(store[1]) == before

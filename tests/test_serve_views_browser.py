@@ -173,3 +173,16 @@ def test_a_forged_session_shows_the_integrity_warning_and_hostile_text_stays_ine
         thread.join(10)
         sock.close()
         ledger.close()
+
+
+def test_a_summary_panel_shows_what_its_compaction_dropped(server, page, tmp_path):
+    base, ledger = server
+    s = ledger.session("demo-naive")
+    derived = max((x for x in s.spans() if x.sources), key=lambda x: x.position)
+    page.goto(f"{base}/s/demo-naive?at={s.position}#{derived.id}")
+    page.wait_for_selector(f"#panel[data-lost='{derived.id}']", state="attached", timeout=60_000)
+    text = page.inner_text("#lost-box")
+    assert "What this compaction dropped" in text and "kept" in text
+    page.locator("#lost-box details.lost summary").first.click()
+    _shot(page, tmp_path, "lost")
+    _clean(page)

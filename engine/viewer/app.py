@@ -15,6 +15,7 @@
     GET /api/s/<session>/conversation?at=n      the log as a chat, the window ending at n (JSON)
     GET /api/s/<session>/search?q=..&role=&kind=&provenance=&findings=1   search over the whole log (JSON)
     GET /api/s/<session>/head           the head now (the page polls it to follow a live session)
+    GET /api/s/<session>/lost/<id>?at=n what the compaction that wrote summary <id> dropped (JSON)
     GET /compare?a=S&at_a=n&b=T&at_b=m  two buffers side by side, aligned by turn (/api/compare: JSON)
     GET /s/<session>/state|span/<id>|lineage/<id>|blame|diff|conversation|search  the HTML fragments the script swaps in
 
@@ -252,6 +253,23 @@ def lineage_fragment(v: _Viewer, request: Request) -> str:
     return pages.lineage_fragment(data.lineage_json(view.lineage(_param(request, "span_id"))))
 
 
+def _lost(v: _Viewer, request: Request) -> dict[str, Any]:
+    s = v.session(_param(request, "name"))
+    view = s.at(v.position(s, _query(request, "at")))
+    span_id = _param(request, "span_id")
+    # a fold over every original of the summary (seconds for hundreds): kept per session and summary
+    made = view.state.live[span_id].position if span_id in view.state.live else view.position
+    return v.verdicts.get(("lost", s.id, span_id, made), lambda: data.lost_json(view, span_id))
+
+
+def lost_fragment(v: _Viewer, request: Request) -> str:
+    return pages.lost_fragment(_lost(v, request))
+
+
+def api_lost(v: _Viewer, request: Request) -> Any:
+    return _lost(v, request)
+
+
 def _blame(v: _Viewer, request: Request) -> tuple[str, list[Any]]:
     s = v.session(_param(request, "name"))
     n = v.position(s, _query(request, "at"))
@@ -486,6 +504,8 @@ def create_app(ledger: Ledger, *, token: str | None = None, fleet: bool = True) 
         Route("/api/s/{name}/conversation", _json(api_conversation)),
         Route("/api/s/{name}/search", _json(api_search)),
         Route("/api/s/{name}/head", _json(api_head)),
+        Route("/api/s/{name}/lost/{span_id}", _json(api_lost)),
+        Route("/s/{name}/lost/{span_id}", _html(lost_fragment)),
         Route("/api/compare", _json(api_compare)),
         Route("/compare", _html(compare_page)),
         Route("/s/{name}/conversation", _html(conversation_fragment)),

@@ -106,6 +106,9 @@ table#compare thead th:first-child, table#compare tbody th { width: 5em; font-si
 tr.same-run td { color: var(--muted); font-size: 12px; text-align: center; background: #f6f6f8; }
 .cspan { border-left: 4px solid var(--obs); padding-left: 6px; margin-bottom: 4px; } .cspan.derived { border-left-color: var(--der); background: #fffaf3; }
 td.empty { color: var(--muted); text-align: center; }
+details.lost > summary { cursor: pointer; } details.lost.ok > summary { color: var(--ok); }
+details.lost.bad > summary { color: var(--bad); } details.lost.warn > summary { color: var(--warn); }
+details.lost ul { font-size: 12px; margin: 2px 0 6px; }
 .error h1 { display: block; } #js-error { color: var(--bad); }
 svg text { font: 10px system-ui, sans-serif; fill: var(--muted); }
 """
@@ -236,8 +239,16 @@ JS = r"""
       return get(base + "/span/" + id + "?at=" + at, "html").then(function (html) {
         $("panel").innerHTML = html;
         $("panel").removeAttribute("data-loading");
-        $("panel").removeAttribute("data-lineage");
+        $("panel").removeAttribute("data-lineage"); $("panel").removeAttribute("data-lost");
         $("panel").setAttribute("data-span", id);
+        var lostBox = $("lost-box");
+        if (lostBox) {  // what the compaction dropped: a fold over the originals, shown when it arrives
+          get(base + "/lost/" + id + "?at=" + shownAt, "html").then(function (html) {
+            if ($("panel").getAttribute("data-span") !== id || !$("lost-box")) return;
+            $("lost-box").innerHTML = html;
+            $("panel").setAttribute("data-lost", id);
+          }, function (err) { if ($("lost-box")) $("lost-box").textContent = String(err.message || err); });
+        }
         var box = $("lineage-box");
         if (!box || box.getAttribute("data-done")) { $("panel").setAttribute("data-lineage", id); return; }
         // the lineage is a fold over the log up to this position: shown when it arrives

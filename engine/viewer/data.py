@@ -42,6 +42,7 @@ __all__ = [
     "grounding_sentences",
     "integrity",
     "lineage_json",
+    "lost_json",
     "seek_compaction",
     "sentence_bounds",
     "session_rows",
@@ -381,6 +382,28 @@ def lineage_json(lin: Any) -> dict[str, Any]:
             for b in lin.became
         ],
         "descendants": list(lin.descendants),
+    }
+
+
+# -- what a compaction dropped ----------------------------------------------------------------------
+
+
+def lost_json(view: Any, span_id: str) -> dict[str, Any]:
+    """``projections.lost`` for the summary ``span_id`` (live at the view's position or not): per
+    category (user messages, instructions, paths, commands, errors, numbers, ids) how many of its
+    originals' items the summary kept, and the dropped ones (the first 20 of each)."""
+    from projections.lost import lost, summary_of
+
+    summary = summary_of(view, span_id)
+    report = lost(summary, view.originals(summary.id))
+    return {
+        "span_id": report.span_id,
+        "sources": report.sources,
+        "categories": [
+            {"name": c.name, "kept": c.kept, "total": c.total,
+             "dropped": [{"text": d.text, "span_id": d.span_id} for d in c.dropped[:20]], "more": max(0, len(c.dropped) - 20)}
+            for c in report.categories
+        ],
     }
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "sessions_page",
     "span_fragment",
     "lineage_fragment",
+    "lost_fragment",
     "state_fragment",
     "url",
 ]
@@ -332,12 +333,35 @@ def span_fragment(d: dict[str, Any]) -> str:
             out.append(f'<li><b>{esc(o["id"])}</b> <span class="meta">{esc(o["role"])}/{esc(o["kind"])}, position {o["position"]:,}, '
                        f'{o["tokens"]:,} tok</span><pre class="text">{esc_text(o["text"][:1200])}</pre></li>')
         out.append("</ol></details>")
+    if sid.startswith("d"):  # projections.lost: a fold over every original, fetched after the panel
+        out.append(f'<section id="lost-box" data-span="{esc(sid)}"><h3>What this compaction dropped</h3>'
+                   '<p class="meta">reading the originals…</p></section>')
     lin = d.get("lineage")
     if lin:
         out.append(f'<section id="lineage-box" data-done="1">{lineage_fragment(lin)}</section>')
     else:  # a fold over the log up to this position: the script fetches it after the panel is shown
         out.append(f'<section id="lineage-box" data-span="{esc(sid)}"><h3>Lineage</h3><p class="meta">reading the log…</p></section>')
     return "\n".join(out)
+
+
+def lost_fragment(d: dict[str, Any]) -> str:
+    """``data.lost_json``: per category kept / total, and what was dropped (each with its span)."""
+    _names = {"user_messages": "user messages", "instructions": "instructions", "paths": "paths",
+              "commands": "commands", "errors": "errors", "numbers": "numbers", "ids": "ids"}
+    rows = []
+    for c in d["categories"]:
+        if not c["total"]:
+            continue
+        dropped = "".join(
+            f'<li><a href="#{esc(x["span_id"])}" data-span="{esc(x["span_id"])}" class="sref">{esc(x["span_id"])}</a> '
+            f'{esc_text(x["text"][:200])}</li>' for x in c["dropped"])
+        more = f'<li class="meta">… {c["more"]:,} more</li>' if c["more"] else ""
+        cls = "ok" if c["kept"] == c["total"] else ("bad" if c["name"] in ("instructions", "user_messages", "errors") else "warn")
+        rows.append(f'<details class="lost {cls}"><summary>{esc(_names.get(c["name"], c["name"]))}: kept {c["kept"]:,} of '
+                    f'{c["total"]:,}</summary><ul>{dropped}{more}</ul></details>')
+    body = "".join(rows) or '<p class="meta">its originals hold nothing of these kinds</p>'
+    return (f'<h3>What this compaction dropped <small>{d["sources"]:,} original'
+            f'{"s" if d["sources"] != 1 else ""}, projections.lost</small></h3>{body}')
 
 
 def lineage_fragment(lin: dict[str, Any]) -> str:
