@@ -184,6 +184,8 @@ def test_a_too_deep_event_already_in_the_log_is_undecodable_not_tampered(tmp_pat
     data = json.loads(as_json.output)
     assert (data["ok"], data["first_bad_position"], data["cause"], data["reason"]) == (
         api.ok, api.first_bad_position, api.cause, api.reason)
+    audit = runner.invoke(main, ["--db", url, "audit", "a"])  # a finding (exit 1), not a store failure (3)
+    assert audit.exit_code == 1 and "chain-broken" in audit.output and "RecursionError" not in audit.output
     # the same verdict from deep inside a caller's stack: the API and the CLI cannot disagree
     deep = at_stack_depth(600, lambda: Ledger.open(url, token_counter=EstimateCounter()).verify("a"))
     assert (deep.ok, deep.cause, deep.first_bad_position) == (api.ok, api.cause, api.first_bad_position)
