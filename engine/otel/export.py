@@ -135,7 +135,7 @@ def session_spans(session: Any, *, content: bool = False, audit: bool = True, re
         yield span
     if progress is not None and n % 1024:
         progress(n % 1024)
-    stats.turns = len(mapper.turns)
+    stats.turns = mapper.turn_count
     if audit and last is not None:
         for span in evaluation_spans(mapper, session.audit(), event_ns(last)):
             stats.evaluations += 1

@@ -104,7 +104,7 @@ class LiveExporter:
         else:
             start = max(1, head - MAX_SCAN + 1)
         fold = Fold.from_spans(session.at(start - 1).spans(), session.event) if start > 1 else Fold(session.event)
-        mapper = Mapper(session.name, session.id, resource=self.resource, content=self.content, fold=fold)
+        mapper = Mapper(session.name, session.id, resource=self.resource, content=self.content, fold=fold, index=False)
         return _State(mapper, start)
 
     def forget(self, session: Any) -> None:

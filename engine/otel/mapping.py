@@ -85,7 +85,6 @@ class Fold:
         tokens = self.seen.get(span_id)
         if tokens is None and self.lookup is not None and content_position:
             tokens = getattr(self.lookup(content_position), "tokens", 0)
-            self.seen[span_id] = tokens
         return tokens or 0
 
     def _add(self, span_id: str, tokens: int) -> None:
@@ -94,7 +93,8 @@ class Fold:
             self.tokens += tokens
             if span_id[:1] == "d":
                 self.derived += 1
-        self.seen[span_id] = tokens
+        if self.lookup is None:  # with a lookup, a span that left the buffer is read back when it returns
+            self.seen[span_id] = tokens
 
     def _remove(self, span_id: str) -> int:
         tokens = self.live.pop(span_id, None)
@@ -196,7 +196,7 @@ class Mapper:
     ``output.value``, a summary's text as a ``compaction`` part)."""
 
     def __init__(self, name: str, session: UUID, *, resource: Resource | None = None, content: bool = False,
-                 fold: Fold | None = None):
+                 fold: Fold | None = None, index: bool = True):
         self.name = name
         self.session = session
         self.resource = resource or Resource.get_empty()
@@ -205,7 +205,9 @@ class Mapper:
         self._turn: _Turn | None = None
         self.turns: list[tuple[int, int, int, int]] = []  # (start, end, trace id, root span id)
         self.compactions: dict[int, tuple[int, int]] = {}  # position -> (trace id, span id)
+        self.index = index  # keep turns and compactions (for the audit's evaluations); live export does not
         self.spans = 0
+        self.turn_count = 0
         self.position = 0
         self._common = {A.CONVERSATION_ID: name, A.OI_SESSION: name}
 
@@ -370,14 +372,17 @@ class Mapper:
         duration = ev.meta.get("durationMs", ev.meta.get("duration_ms"))
         start = at_ns - int(duration * 1e6) if isinstance(duration, (int, float)) and not isinstance(duration, bool) and 0 <= duration < 1e9 else at_ns
         span = make_span_id(self.session, "compaction", position)
-        self.compactions[position] = (turn.trace, span)
+        if self.index:
+            self.compactions[position] = (turn.trace, span)
         return self.make_span(name, turn.trace, span, turn.root, start, at_ns, attrs, events, status=status)
 
     def _close(self) -> ReadableSpan:
         turn = self._turn
         assert turn is not None
         self._turn = None
-        self.turns.append((turn.start, turn.end, turn.trace, turn.root))
+        self.turn_count += 1
+        if self.index:
+            self.turns.append((turn.start, turn.end, turn.trace, turn.root))
         attrs: dict[str, Any] = {A.TURN_START: turn.start, A.TURN_END: turn.end, A.OBSERVED: turn.observed}
         start, end = turn.first_ns, turn.last_ns
         if start == _NO_TIME:  # the turn held only the session's start
