@@ -87,13 +87,18 @@ def compose(session: Any, summary: Span, report: Any, *, budget: int = DEFAULT_B
         if used + cost <= budget:
             quoted.append(s)
             used += cost
-    while quoted and count(assemble(quoted, [s for s in ordered if s not in quoted])) > budget:
+    def rest() -> list[Span]:
+        shown = {s.id for s in quoted}
+        return [s for s in ordered if s.id not in shown]
+
+    while quoted and count(assemble(quoted, rest())) > budget:
         quoted.pop()
-    named = [s for s in ordered if s not in quoted]
+    named = rest()
     text = assemble(quoted, named)
     if count(text) > budget:  # a budget smaller than the frame itself: the way back, and the count
         warn = f" The audit found {len(statements)} unsupported statement(s) in it (ledger_audit)." if statements else ""
         text = f"[ctxledger] Context compacted into {summary.id}.{warn} {tail}"
+        quoted, named = [], ordered
     return Notice(text=text, tokens=count(text), span_id=summary.id, shown=tuple(s.id for s in quoted),
                   recallable=tuple(s.id for s in named), statements=len(statements), budget=budget)
 
