@@ -168,3 +168,21 @@ def test_without_the_otel_extra_the_command_names_it_and_exits_2(db, tmp_path):
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "ctxledger: error: OpenTelemetry export needs the otel extra: pip install 'ctxledger[otel]'"
+
+
+def test_content_goes_on_the_wire_only_when_asked_for(db):
+    def texts(receiver):
+        return " ".join(kv.value.string_value for s in receiver.spans() for kv in s.attributes)
+
+    with OTLPReceiver() as plain, OTLPReceiver() as flag, OTLPReceiver() as env:
+        assert run("--db", db, "otel", "export", "agent-7", "--endpoint", plain.endpoint).exit_code == 0
+        assert run("--db", db, "otel", "export", "agent-7", "--endpoint", flag.endpoint, "--content").exit_code == 0
+        assert run("--db", db, "otel", "export", "agent-7", "--endpoint", env.endpoint,
+                   env={"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}).exit_code == 0
+        off = run("--db", db, "otel", "export", "agent-7", "--endpoint", plain.endpoint, "--no-content",
+                  env={"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"})
+        assert off.exit_code == 0
+        shown = {"plain": texts(plain), "flag": texts(flag), "env": texts(env)}
+    assert "a.py b.py" not in shown["plain"] and "120 lines" not in shown["plain"]
+    for key in ("flag", "env"):
+        assert "a.py b.py" in shown[key] and "a.py has 120 lines, b.py 80" in shown[key]
