@@ -173,7 +173,7 @@ def test_anthropic_blocks_system_tool_pairs_and_cache_control_noise():
                          {"type": "text", "text": "Listing."},
                          {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {"path": "."}}]}
     r = rec.record_reply(reply, api="anthropic")
-    assert [s.span(i).kind for i in r.observed] == ["message", "tool_call"]
+    assert [s.span(i).kind for i in r.observed] == ["thinking", "message", "tool_call"]  # thinking recorded, not in the hash
     echoed = {"role": "assistant", "content": copy.deepcopy(reply["content"])}
     echoed["content"][-1]["cache_control"] = {"type": "ephemeral"}
     msgs += [echoed, {"role": "user", "content": [

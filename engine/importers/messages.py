@@ -50,10 +50,14 @@ __all__ = [
     "canonical_reply",
     "json_too_deep",
     "json_shallow",
+    "reply_messages",
     "system_message",
 ]
 
-APIS = ("openai", "anthropic")
+APIS = ("openai", "anthropic", "responses")  # chat completions, Messages, the Responses API
+COMPACTION = "compaction"  # a Part kind of its own: a provider's summary, recorded as a derived span
+OPAQUE_TEXT = "[a compaction encrypted by the provider: its text cannot be read or checked]"
+MAX_OPAQUE_META_CHARS = 64 * 1024  # larger encrypted_content is kept as a digest and a length
 MAX_ARGUMENT_META_BYTES = 64 * 1024  # larger tool arguments live in the span text only
 MAX_ARGUMENT_META_DEPTH = 16  # deeper tool arguments live in the span text only
 MAX_MESSAGE_DEPTH = 64  # a message nested deeper than this is not recorded (it could not be read back)
@@ -101,7 +105,9 @@ class RequestRecord(msgspec.Struct, kw_only=True):
 
 
 def _hash(role: str, parts: Sequence[Part]) -> str:
-    body = msgspec.json.encode([role, [[p.role, p.kind, p.text, p.meta] for p in parts]], order="sorted")
+    # Thinking is recorded but does not identify a message: clients drop it from earlier turns.
+    said = [p for p in parts if p.kind != "thinking"] or parts
+    body = msgspec.json.encode([role, [[p.role, p.kind, p.text, p.meta] for p in said]], order="sorted")
     return blake2b(body, digest_size=12).hexdigest()
 
 
@@ -345,10 +351,77 @@ def _anthropic(message: dict[str, Any], index: int | None) -> Message | None:
                 meta["is_error"] = True
             parts.append(Part("tool", "tool_result", text, {"tool_call_id": call_id, **meta}))
         elif kind in ("thinking", "redacted_thinking"):
-            continue  # the model's scratch work: not part of what the ledger tracks
+            if role != "assistant":
+                continue
+            text = block.get("thinking") if kind == "thinking" else None
+            if isinstance(text, str) and text.strip():
+                parts.append(Part("assistant", "thinking", text, {}))
+            elif kind == "redacted_thinking":
+                parts.append(Part("assistant", "thinking", "[redacted thinking]", {"redacted": True}))
+        elif kind == "compaction":  # the provider's summary of everything before it
+            if isinstance(block.get("content"), str) and block["content"].strip():
+                parts.append(Part("assistant", COMPACTION, block["content"], {"by": "anthropic:compact_20260112"}))
+            elif isinstance(block.get("encrypted_content"), str):
+                parts.append(_opaque("anthropic:compact_20260112", block["encrypted_content"], None))
+            # content None: a compaction that failed, a no-op for the API too
         else:
             parts.append(Part(role, "message", f"[{kind} omitted]", {"omitted": str(kind)}))
     return _message(role, parts)
+
+
+def _opaque(by: str, encrypted: str, item_id: Any) -> Part:
+    meta: dict[str, Any] = {"by": by, "opaque": True, "encrypted_chars": len(encrypted),
+                            "encrypted_digest": blake2b(encrypted.encode(), digest_size=12).hexdigest()}
+    if len(encrypted) <= MAX_OPAQUE_META_CHARS:
+        meta["encrypted_content"] = encrypted
+    if isinstance(item_id, str):
+        meta["item_id"] = item_id
+    return Part("assistant", COMPACTION, OPAQUE_TEXT, meta)
+
+
+_OUTPUT_ITEMS = ("_call",)  # web_search_call, file_search_call, computer_call, mcp_call, ...
+
+
+def _responses(item: dict[str, Any], index: int | None) -> Message | None:
+    """One Responses API item (input or output) in canonical form."""
+    kind = item.get("type")
+    if kind in (None, "message"):
+        role = item.get("role")
+        content = item.get("content")
+        if role in ("system", "developer"):
+            parts = _text_parts("system", content, index)
+            if role == "developer":
+                parts = [p._replace(meta={**p.meta, "developer": True}) for p in parts]
+            return _message("system", parts)
+        if role in ("user", "assistant"):
+            return _message(role, _text_parts(role, content, index))
+        raise _bad(f"unknown role {role!r}", index)
+    if kind in ("function_call", "custom_tool_call"):
+        args = item.get("arguments") if kind == "function_call" else item.get("input")
+        return _message("assistant", [_tool_call(item.get("call_id"), item.get("name"), args, index)])
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        call_id = item.get("call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise _bad(f"a {kind} item needs a call_id", index)
+        text, meta = _tool_result_text(item.get("output"), index)
+        return _message("tool", [Part("tool", "tool_result", text, {"tool_call_id": call_id, **meta})])
+    if kind == "reasoning":
+        summary = item.get("summary") or []
+        texts = [s.get("text") for s in summary if isinstance(s, dict) and isinstance(s.get("text"), str)]
+        text = "\n".join(t for t in texts if t.strip()) or "[reasoning: encrypted by the provider]"
+        meta = {"reasoning_id": item["id"]} if isinstance(item.get("id"), str) else {}
+        return _message("assistant", [Part("assistant", "thinking", text, meta)])
+    if kind == "compaction":
+        encrypted = item.get("encrypted_content")
+        if not isinstance(encrypted, str):
+            raise _bad("a compaction item needs its encrypted_content", index)
+        return _message("assistant", [_opaque("openai:compact", encrypted, item.get("id"))])
+    role = "assistant" if isinstance(kind, str) and kind.endswith(_OUTPUT_ITEMS) else "user"
+    shown = {k: v for k, v in item.items() if k not in ("id", "status")}
+    meta = {"item_type": str(kind)}
+    if len(msgspec.json.encode(shown)) <= MAX_ARGUMENT_META_BYTES and not _deeper_than(shown, MAX_ARGUMENT_META_DEPTH):
+        meta["item"] = shown
+    return _message(role, [Part(role, "other", f"[{kind} item]", meta)])
 
 
 _ROLE = re.compile(rb'"role"\s*:\s*"(system|developer|user|assistant)"')
@@ -380,6 +453,8 @@ def canonical_message(message: Any, api: str, index: int | None = None, *, lenie
         m = _openai(message, index)
     elif api == "anthropic":
         m = _anthropic(message, index)
+    elif api == "responses":
+        m = _responses(message, index)
     else:
         raise ImportFormatError(f"api must be one of {', '.join(APIS)}; got {api!r}")
     if not lenient and (reason := _unrecorded(m)) is not None:
@@ -414,6 +489,10 @@ def canonical_reply(reply: Any, api: str, *, lenient: bool = False) -> tuple[Mes
         if choices[0].get("finish_reason"):
             info["finish_reason"] = choices[0]["finish_reason"]
         message = {"role": "assistant", **(choices[0].get("message") or {})}
+    elif api == "responses":
+        messages, info = reply_messages(reply, api, lenient=lenient)
+        said = [m for m in messages if m.role == "assistant" and any(p.kind == "message" for p in m.parts)]
+        return (said[-1] if said else None), info
     elif api == "anthropic" and reply.get("type") == "message":
         message = {"role": "assistant", "content": reply.get("content") or []}
         if reply.get("stop_reason"):
@@ -421,6 +500,28 @@ def canonical_reply(reply: Any, api: str, *, lenient: bool = False) -> tuple[Mes
     else:
         message = {"role": "assistant", **reply}
     return canonical_message(message, api, lenient=lenient), _reply_info(reply, info)
+
+
+def reply_messages(reply: Any, api: str, *, lenient: bool = False) -> tuple[list[Message], dict[str, Any]]:
+    """A reply as the messages it adds to the conversation (a Responses API reply has one per
+    output item) and the reply's metadata."""
+    if api != "responses":
+        message, info = canonical_reply(reply, api, lenient=lenient)
+        edits = (reply.get("context_management") or {}).get("applied_edits") if isinstance(reply, dict) else None
+        if isinstance(edits, list) and edits:
+            info["applied_edits"] = [e for e in edits if isinstance(e, dict)]
+        return ([message] if message is not None else []), info
+    if not isinstance(reply, dict):
+        raise _bad(f"a reply must be an object, not {type(reply).__name__}", None)
+    output = reply.get("output") or []
+    if not isinstance(output, list):
+        raise _bad("a response's output must be a list", None)
+    messages = [m for i, item in enumerate(output) if (m := canonical_message(item, api, i, lenient=lenient)) is not None]
+    info = _reply_info(reply, {})
+    for key in ("status", "previous_response_id"):
+        if isinstance(reply.get(key), str):
+            info[key] = reply[key]
+    return messages, info
 
 
 def _reply_info(reply: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
@@ -474,6 +575,7 @@ class MessageRecorder:
             with contextlib.suppress(LedgerError):  # a store that went away: read what the session has
                 self.session.refresh()
         spans: dict[str, tuple[float, str, int]] = {}  # span id -> (order key, msg hash, part)
+        cleared: dict[str, int] = {}  # the provider's context edits: spans cleared so far, by edit
         for ev in self.session.events():
             kind = type(ev).__name__
             if kind == "Observed":
@@ -485,8 +587,12 @@ class MessageRecorder:
             elif kind == "Pruned":
                 if ev.by == self.by:
                     spans.pop(ev.span_id, None)
+                elif ev.by.startswith("anthropic:clear_"):
+                    cleared[ev.by] = cleared.get(ev.by, 0) + 1
             elif kind == "Rewritten":
-                if ev.by == self.by and isinstance(ev.meta.get("msg"), str):
+                if isinstance(ev.meta.get("view_order"), (int, float)) and isinstance(ev.meta.get("msg"), str):
+                    spans[ev.span_id] = (float(ev.meta["view_order"]), ev.meta["msg"], int(ev.meta.get("part", 0)))
+                elif ev.by == self.by and isinstance(ev.meta.get("msg"), str):
                     keys = [spans.pop(i)[0] for i in ev.inputs if i in spans]
                     if keys:
                         spans[ev.span_id] = (min(keys), ev.meta["msg"], 0)
@@ -500,6 +606,7 @@ class MessageRecorder:
                 ids[-1].append(span_id)
         self._hashes = hashes
         self._spans = [tuple(i) for i in ids]
+        self._cleared = cleared
 
     # -- canonical lists ----------------------------------------------------------------------
 
@@ -563,18 +670,25 @@ class MessageRecorder:
         api: str,
         system: Any = None,
         meta: dict[str, Any] | None = None,
+        append: bool = False,
     ) -> RequestRecord:
         """Diff a request's full message list against the client's view and record the changes
-        (in one transaction). A malformed message raises ``ImportFormatError`` before anything is
+        (in one transaction); ``append``: the messages follow the view (a Responses API request
+        that names its ``previous_response_id``). A malformed message raises ``ImportFormatError`` before anything is
         written. On any failure the recorder re-reads the session, so a retry is safe."""
         new, skipped = self.canonical_list(messages, api=api, system=system)
         record = RequestRecord(session=self.session.name, messages=len(new), skipped=skipped)
         extra = {"request": meta} if meta else {}
+        if append:  # the server holds the history (``previous_response_id``): the request only adds
+            new = [m for m in new if not (m.role == "system" and m.hash in self._hashes)]
         hashes = [m.hash for m in new]
         known = len(self._hashes)
         try:
             with self.session.batch():
-                if hashes[:known] == self._hashes:
+                if append:
+                    for m in new:
+                        self._add(m, extra, self.by, record)
+                elif hashes[:known] == self._hashes:
                     for m in new[known:]:
                         self._add(m, extra, self.by, record)
                 else:
@@ -585,40 +699,128 @@ class MessageRecorder:
         record.position = self.session.position
         return record
 
-    def record_reply(self, reply: Any, *, api: str, meta: dict[str, Any] | None = None) -> RequestRecord:
-        """Record the model's reply (text and tool calls) as observed, at the end of the client's view."""
+    def record_reply(self, reply: Any, *, api: str, meta: dict[str, Any] | None = None, compacted: bool = False) -> RequestRecord:
+        """Record the model's reply (text and tool calls) as observed, at the end of the client's view;
+        a compaction in it as a derived span of what it replaced, context edits as the provider's
+        prunes. ``compacted``: the reply of a standalone compaction call (``/v1/responses/compact``)."""
         if api not in APIS:
             raise ImportFormatError(f"api must be one of {', '.join(APIS)}; got {api!r}")
-        message, info = canonical_reply(reply, api, lenient=self.lenient)
+        messages, info = reply_messages(reply, api, lenient=self.lenient)
         record = RequestRecord(session=self.session.name)
-        if message is None:
+        edits = info.pop("applied_edits", None)
+        if not messages and not edits:
             record.skipped = 1
             record.position = self.session.position
             return record
-        record.messages = 1
+        record.messages = len(messages)
         extra = {**info, **(meta or {})}
+        if edits:
+            extra["applied_edits"] = edits
+        keep = None
+        if compacted:  # a standalone compaction: its output is the new history, kept items first
+            keep = {m.hash for m in messages if m.hash in self._hashes}
+            messages = [m for m in messages if m.hash not in keep]
         try:
             with self.session.batch():
-                self._add(message, {"reply": extra} if extra else {}, self.reply_by, record)
+                if edits:
+                    self._apply_edits(edits, record)
+                for m in messages:
+                    self._add(m, {"reply": extra} if extra else {}, self.reply_by, record, keep=keep)
         except BaseException:
             self.resync(refresh=True)
             raise
         record.position = self.session.position
         return record
 
+    # -- what the provider did to the context -----------------------------------------------------
+
+    def _view_spans(self, keep: set[str] | None = None) -> list[str]:
+        """Live spans of the client's view, in order (a provider's compaction replaces them)."""
+        live = self.session.state.live
+        out = []
+        for h, ids in zip(self._hashes, self._spans):
+            if keep and h in keep:
+                continue
+            out.extend(i for i in ids if i in live and live[i].role != "system")
+        return out
+
+    def _provider_summary(self, m: Message, i: int, part: Part, extra: dict[str, Any], by: str,
+                          record: RequestRecord, keep: set[str] | None) -> str:
+        """A provider's compaction as a derived span of the spans it replaced (audited like any
+        summary; an encrypted one is marked ``opaque``). Refused, like any summary of a summary,
+        when one of them is derived: then it is observed, marked ``summary_refused``."""
+        sources = self._view_spans(keep)
+        n_obs = self.session.state.n_obs
+        meta = {**part.meta, "msg": m.hash, "part": i, "parts": len(m.parts), "provider_compaction": True,
+                "view_order": n_obs + 0.5, **extra}
+        who = part.meta.get("by", "provider")
+        if sources:
+            try:
+                span = self.session.rewrite(sources, part.text, by=who, role="assistant", meta=meta,
+                                            reason=f"{who} compacted {len(sources)} spans of the context")
+            except (RewritePolicyError, SpanNotLiveError):
+                record.refused.append(m.hash)
+            else:
+                record.derived.append(span.id)
+                if span.generation > 1:
+                    record.violations.append(span.id)
+                return span.id
+        meta.pop("view_order")
+        meta = {**meta, "summary_refused": bool(sources)}
+        span_id = self.session.observe(part.text, role="assistant", kind="other", meta=meta, by=by).id
+        record.observed.append(span_id)
+        return span_id
+
+    def _apply_edits(self, edits: list[dict[str, Any]], record: RequestRecord) -> None:
+        """Context edits the provider applied (Anthropic ``clear_tool_uses_20250919``,
+        ``clear_thinking_20251015``): prunes ``by`` the provider of the oldest tool results or
+        thinking turns. The client still sends them; the provider drops them each time."""
+        live = self.session.state.live
+        view = [(h, [i for i in ids if i in live]) for h, ids in zip(self._hashes, self._spans)]
+        for edit in edits:
+            kind = edit.get("type")
+            if kind == "clear_tool_uses_20250919":
+                n = edit.get("cleared_tool_uses")
+                targets = [i for _, ids in view for i in ids if live[i].kind == "tool_result"]
+            elif kind == "clear_thinking_20251015":
+                n = edit.get("cleared_thinking_turns")
+                turns = [[i for i in ids if live[i].kind == "thinking"] for _, ids in view]
+                targets = [ids for ids in turns if ids]  # type: ignore[misc]
+            else:
+                continue
+            if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+                continue
+            by = f"anthropic:{kind}"
+            n -= self._cleared.get(by, 0)  # the count includes what earlier calls cleared already
+            if n <= 0:
+                continue
+            self._cleared[by] = self._cleared.get(by, 0) + min(n, len(targets))
+            for target in targets[:n]:
+                for span_id in (target if isinstance(target, list) else [target]):
+                    if span_id in self.session.state.live:
+                        self.session.prune(span_id, by=by, reason=f"the provider's {kind} edit",
+                                           meta={"edit": {k: v for k, v in edit.items() if isinstance(v, (int, str))}})
+                        record.pruned.append(span_id)
+
     # -- the diff -------------------------------------------------------------------------------
 
-    def _observe(self, m: Message, extra: dict[str, Any], by: str) -> tuple[str, ...]:
+    def _observe(self, m: Message, extra: dict[str, Any], by: str, record: RequestRecord | None = None,
+                 keep: set[str] | None = None) -> tuple[str, ...]:
         ids = []
         n = len(m.parts)
         for i, p in enumerate(m.parts):
+            if p.kind == COMPACTION:
+                ids.append(self._provider_summary(m, i, p, extra, by, record or RequestRecord(session=""), keep))
+                continue
             meta = {**p.meta, "msg": m.hash, "part": i, "parts": n, **extra}
-            ids.append(self.session.observe(p.text, role=p.role, kind=p.kind, meta=meta, by=by).id)
+            span_id = self.session.observe(p.text, role=p.role, kind=p.kind, meta=meta, by=by).id
+            ids.append(span_id)
+            if record is not None:
+                record.observed.append(span_id)
         return tuple(ids)
 
-    def _add(self, m: Message, extra: dict[str, Any], by: str, record: RequestRecord) -> None:
-        ids = self._observe(m, extra, by)
-        record.observed.extend(ids)
+    def _add(self, m: Message, extra: dict[str, Any], by: str, record: RequestRecord, keep: set[str] | None = None) -> None:
+        ids = self._observe(m, extra, by, record, keep)
         self._hashes.append(m.hash)
         self._spans.append(ids)
 
@@ -663,8 +865,7 @@ class MessageRecorder:
 
         def observe(m: Message, meta: dict[str, Any]) -> None:
             nonlocal broken
-            ids = self._observe(m, meta, self.by)
-            record.observed.extend(ids)
+            ids = self._observe(m, meta, self.by, record)
             out_hashes.append(m.hash)
             out_spans.append(ids)
             broken = True
@@ -687,8 +888,16 @@ class MessageRecorder:
                 # and stands first in the client's list; the conversation after it is not re-sent.
                 for ids in dropped:
                     self._prune(ids, "the client changed its system prompt", record)
-                ids = self._observe(added[0], {**extra, "leading_system": True}, self.by)
-                record.observed.extend(ids)
+                ids = self._observe(added[0], {**extra, "leading_system": True}, self.by, record)
+                out_hashes.append(added[0].hash)
+                out_spans.append(ids)
+                for m in added[1:]:
+                    observe(m, extra)
+                continue
+            if op in ("replace", "insert") and added[0].parts[0].kind == COMPACTION:
+                # a provider's compaction the proxy did not see come back (or one sent again): it
+                # replaces what the client dropped for it, and what stands before it
+                ids = self._observe(added[0], extra, self.by, record)
                 out_hashes.append(added[0].hash)
                 out_spans.append(ids)
                 for m in added[1:]:

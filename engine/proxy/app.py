@@ -32,6 +32,7 @@ from starlette.routing import Route
 
 from engine.errors import InvalidInputError, LedgerError
 from engine.importers.messages import MAX_MESSAGE_DEPTH, canonical_message, json_shallow, json_too_deep
+from engine.proxy.following import fingerprint
 from engine.proxy.guard import TOKEN_HEADER, Guard
 from engine.proxy.naming import SESSION_HEADER, conversation_key, header_session, opening
 from engine.proxy.recording import NOT_RECORDED, UPSTREAM_ERROR, Health, StoreWorker
@@ -41,7 +42,11 @@ __all__ = ["ProxyConfig", "create_app", "CHAT_PATHS", "without_credentials"]
 
 log = logging.getLogger("ctxledger.proxy")
 
-CHAT_PATHS = {"/v1/chat/completions": "openai", "/chat/completions": "openai", "/v1/messages": "anthropic"}
+CHAT_PATHS = {
+    "/v1/chat/completions": "openai", "/chat/completions": "openai", "/v1/messages": "anthropic",
+    "/v1/responses": "responses", "/responses": "responses",
+    "/v1/responses/compact": "responses", "/responses/compact": "responses",  # a standalone compaction
+}
 _HOP = {
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
     "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding", SESSION_HEADER, TOKEN_HEADER,
@@ -58,20 +63,56 @@ class _ChatBody(msgspec.Struct):
     system: Any = None
     temperature: Any = None
     max_tokens: Any = None
+    tools: msgspec.Raw | None = None
+
+
+class _ResponsesBody(msgspec.Struct):
+    """The parts of a Responses API request the proxy reads."""
+
+    input: list[msgspec.Raw] | str | None = None
+    model: Any = None
+    stream: Any = False
+    instructions: Any = None
+    previous_response_id: Any = None
+    store: Any = None
+    temperature: Any = None
+    max_output_tokens: Any = None
+    tools: msgspec.Raw | None = None
 
 
 _decoder = msgspec.json.Decoder(_ChatBody)
+_responses_decoder = msgspec.json.Decoder(_ResponsesBody)
+
+
+def _decode(api: str, body: bytes) -> tuple[_ChatBody, dict[str, Any]]:
+    """The request as a chat body (a Responses request's ``input`` as its messages, its
+    ``instructions`` as the system prompt), and what a Responses request adds."""
+    if api != "responses":
+        return _decoder.decode(body), {}
+    r = _responses_decoder.decode(body)
+    items = r.input if isinstance(r.input, list) else (
+        [msgspec.Raw(msgspec.json.encode({"role": "user", "content": r.input}))] if isinstance(r.input, str) else [])
+    extra: dict[str, Any] = {}
+    if isinstance(r.previous_response_id, str) and r.previous_response_id:
+        extra["previous_response_id"] = r.previous_response_id
+    if r.store is False:
+        extra["store"] = False
+    chat = _ChatBody(messages=items, model=r.model, stream=r.stream, system=r.instructions if isinstance(r.instructions, str) else None,
+                     temperature=r.temperature, max_tokens=r.max_output_tokens, tools=r.tools)
+    return chat, extra
 
 
 class _Call:
     """One chat call on its way through: which session, and the request as the recorder takes it."""
 
-    __slots__ = ("name", "api", "request")
+    __slots__ = ("name", "api", "request", "compacted")
 
-    def __init__(self, name: str, api: str, messages: list[msgspec.Raw], system: Any, meta: dict[str, Any]):
+    def __init__(self, name: str, api: str, messages: list[msgspec.Raw], system: Any, meta: dict[str, Any],
+                 append: bool = False, compacted: bool = False):
         self.name = name
         self.api = api
-        self.request = (name, api, messages, system, meta)
+        self.compacted = compacted  # a standalone compaction call: its reply is the new history
+        self.request = (name, api, messages, system, meta, append)
 
 
 class ProxyConfig(msgspec.Struct, kw_only=True):
@@ -102,6 +143,12 @@ def without_credentials(url: str) -> str:
 
 def _error(status: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"type": kind, "message": f"ctxledger proxy: {message}"}}, status_code=status)
+
+
+def _client_of(request: Request) -> str:
+    """Who is calling, to tell conversations apart: credentials and User-Agent (hashed, never kept)."""
+    h = request.headers
+    return "\x00".join((h.get("authorization", ""), h.get("x-api-key", ""), h.get("user-agent", "")))
 
 
 def _forward_headers(request: Request) -> dict[str, str]:
@@ -226,21 +273,23 @@ class _Proxy:
         if body is None:
             return self._too_large(request)
         try:
-            parsed = _decoder.decode(body)
+            parsed, extra = _decode(api, body)
         except msgspec.DecodeError:
             self.health.count("not_chat")
             return await self._forward_plain(request, body)
         except RecursionError:  # JSON nested deeper than a decoder reads: record what is not
             try:
-                parsed = _decoder.decode(json_shallow(body, MAX_MESSAGE_DEPTH + 2))
+                parsed, extra = _decode(api, json_shallow(body, MAX_MESSAGE_DEPTH + 2))
             except (msgspec.DecodeError, RecursionError):
                 return await self._unreadable(request, body)
         self.health.count("requests")
+        previous = extra.get("previous_response_id")
         try:
-            name, conversation = self._session_for(request, parsed, api)
+            owner = self.store.response_owner(previous) if previous else None
+            name, conversation = (owner, None) if owner else self._session_for(request, parsed, api)
         except InvalidInputError as e:
             return _error(400, "invalid_request_error", e.message)
-        meta = {"api": api, "path": request.url.path}
+        meta = {"api": api, "path": request.url.path, **extra}
         if conversation is not None:  # read back after a restart (encrypted stores' random names)
             meta["conversation"] = conversation
         for key in ("model", "temperature", "max_tokens"):
@@ -250,14 +299,16 @@ class _Proxy:
         stream = parsed.stream is True
         if stream:
             meta["stream"] = True
-        call = _Call(name, api, parsed.messages, parsed.system if api == "anthropic" else None, meta)
+        call = _Call(name, api, parsed.messages, parsed.system if api != "openai" else None, meta,
+                     append=previous is not None, compacted=request.url.path.endswith("/compact"))
         started = time.perf_counter()
         # A streamed reply starts reaching the client before it ends, and compaction works on the
         # recorded history: then the request is recorded first, on its own. Otherwise the request and
         # its reply (or outcome) are recorded together, in one transaction, before the client gets it.
-        recorded = self._submit(self.store.record_request, *call.request) if stream or self.config.compact else None
+        compacting = self.config.compact is not None and api != "responses"
+        recorded = self._submit(self.store.record_request, *call.request) if stream or compacting else None
         upstream_body = body
-        if self.config.compact:
+        if compacting:
             await self._settle(recorded, "recording a request")
             factory = _compactor_factory(self.config, api, parsed.model, dict(request.headers))
             rendering = self._submit(self.store.compact_and_render, name, api, factory)
@@ -292,7 +343,7 @@ class _Proxy:
                 recorded = self._submit(self.store.record_request, *call.request)
             await self._settle(recorded, "recording a request")  # in the ledger before any of the reply
             return StreamingResponse(
-                self._relay(resp, name, api, reply_meta, started),
+                self._relay(resp, call, reply_meta, started),
                 status_code=resp.status_code, headers=_back_headers(resp),
             )
         try:
@@ -315,12 +366,13 @@ class _Proxy:
                           reply_meta: dict[str, Any], outcome: tuple[str, str] | None) -> None:
         """Record how a call ended: with its request in one transaction, or after it."""
         if recorded is None:
-            future = self._submit(self.store.record_exchange, *call.request, reply, reply_meta, outcome)
+            future = self._submit(self.store.record_exchange, *call.request, reply, reply_meta, outcome, call.compacted)
             await self._settle(future, "recording a call")
             return
         await self._settle(recorded, "recording a request")
         if reply is not None:
-            await self._settle(self._submit(self.store.record_reply, call.name, call.api, reply, reply_meta), "recording a reply")
+            await self._settle(self._submit(self.store.record_reply, call.name, call.api, reply, reply_meta, call.compacted),
+                               "recording a reply")
         if outcome:
             await self._settle(self._submit(self.store.record_outcome, call.name, outcome[1], outcome[0]), "recording an outcome")
 
@@ -359,7 +411,11 @@ class _Proxy:
         if not self.store.plaintext:  # an encrypted store: the name must say nothing of the content
             name, conversation = self.store.conversations.name_for(key), key
         head_hash = head.hash if head is not None else "-"
+        fp = fingerprint(_client_of(request), head_hash, bytes(parsed.tools) if parsed.tools is not None else None)
         if not self.store.known(name):
+            rewritten = self._rewrite_of(parsed, api, head, first_user, fp)
+            if rewritten is not None:
+                return rewritten, conversation
             # A conversation this proxy has not seen by its opening: perhaps one whose client compacted
             # its first message away. A recent reply of some length, recorded in a session with the
             # same system prompt, tells which conversation it continues (short replies like "Done."
@@ -376,7 +432,26 @@ class _Proxy:
             if owner is not None and self.heads.get(owner) == head_hash:
                 return owner, conversation
         self.heads.setdefault(name, head_hash)
+        self.store.follow.register(name, fp)
         return name, conversation
+
+    def _rewrite_of(self, parsed: _ChatBody, api: str, head: Any, first_user: Any, fp: str) -> str | None:
+        """The conversation this request rewrites whole (a client's compaction without a header),
+        by the rule of ``engine.proxy.following``; None for a new conversation."""
+        if first_user is None or not first_user.summary_candidate:
+            return None
+        for i, raw in enumerate(parsed.messages[:8]):
+            try:
+                m = canonical_message(raw, api, i)
+            except LedgerError:
+                return None
+            if m is None or m.role == "system":
+                continue
+            if m.hash != first_user.hash or len(parsed.messages) - i < 2:
+                return None  # the summary must come first, and the next turn after it
+            total = len(parsed.messages) + (1 if head is not None and api != "openai" else 0)
+            return self.store.follow.rewritten(fp, first_user.parts[0].text, total)
+        return None
 
     async def _send(self, request: Request, body: bytes, *, stream: bool) -> httpx.Response:
         assert self.client is not None
@@ -421,8 +496,9 @@ class _Proxy:
         log.warning("ctxledger proxy: a request to %s nests JSON too deeply to record; forwarded unrecorded", request.url.path)
         return await self._forward_plain(request, body)
 
-    async def _relay(self, resp: httpx.Response, name: str, api: str, meta: dict[str, Any], started: float) -> AsyncIterator[bytes]:
+    async def _relay(self, resp: httpx.Response, call: _Call, meta: dict[str, Any], started: float) -> AsyncIterator[bytes]:
         """Pass the stream through event by event; record the assembled reply before the final event."""
+        name, api = call.name, call.api
         splitter = SSESplitter()
         assembler = stream_assembler(api)
         held: list[bytes] = []  # the terminal event and anything after it

@@ -19,11 +19,13 @@ from typing import Any, TypeVar
 from engine.errors import ConcurrencyError, DuplicateSessionError, ImportFormatError, UnknownSessionError
 from engine.importers.messages import MessageRecorder, RequestRecord, canonical_reply
 from engine.otel import live
+from engine.proxy.following import Follower
 from engine.proxy.naming import ConversationIndex
 
 __all__ = ["Health", "StoreWorker", "CONFLICT_RETRIES", "UPSTREAM_ERROR", "NOT_RECORDED"]
 
 log = logging.getLogger("ctxledger.proxy")
+calls_log = logging.getLogger("ctxledger.proxy.calls")  # one INFO line per proxied call (``--quiet``: off)
 T = TypeVar("T")
 CONFLICT_RETRIES = 8
 RECORDERS_KEPT = 256  # sessions kept in memory (each holds its client's view and its last request's raw messages)
@@ -49,7 +51,11 @@ class Health:
             "store_errors": 0,
             "store_slow": 0,  # store operations the call stopped waiting for (they finish later)
             "conflict_retries": 0,
-            "compactions": 0,
+            # compactions seen in the traffic (the client's summaries, the provider's compactions) and
+            # run by --compact: attempted = done + refused (a summary of a summary is refused)
+            "compactions_attempted": 0,
+            "compactions_refused": 0,
+            "compactions_done": 0,
             "too_large": 0,  # request bodies over the limit (413, not forwarded)
             "refused": 0,  # requests the guard refused (browser origin, foreign Host, no token, not JSON)
         }
@@ -102,6 +108,9 @@ class StoreWorker:
         self._recorders: OrderedDict[str, MessageRecorder] = OrderedDict()  # most recently used last
         self._owners: OrderedDict[str, str] = OrderedDict()  # reply message hash -> session name
         self._unrecordable: set[str] = set()  # sessions whose last request had malformed messages
+        self._responses: OrderedDict[str, str] = OrderedDict()  # Responses API response id -> session name
+        self._requests: dict[str, RequestRecord | None] = {}  # a streamed call's request, until its reply
+        self.follow = Follower()  # conversations recorded without a header, for their rewrites
         self._seen: set[str] = set()  # every session this proxy has recorded into
         # Session names are stored in clear: in an encrypted store, conversations get random names
         self.plaintext = True
@@ -181,12 +190,53 @@ class StoreWorker:
 
     # -- the operations the app asks for ------------------------------------------------------
 
-    def record_request(self, name: str, api: str, messages: list[Any], system: Any, meta: dict[str, Any]) -> RequestRecord | None:
+    def _compactions(self, *records: RequestRecord | None) -> None:
+        done = sum(len(r.derived) for r in records if r is not None)
+        refused = sum(len(r.refused) for r in records if r is not None)
+        if done or refused:
+            self.health.count("compactions_attempted", done + refused)
+            self.health.count("compactions_done", done)
+            self.health.count("compactions_refused", refused)
+
+    def _followed(self, name: str, *records: RequestRecord | None) -> None:
+        rec = self._recorders.get(name)
+        if rec is None:
+            return
+        live = rec.session.state.live
+        spans = [live[i] for r in records if r is not None for i in r.observed if i in live]
+        replies = [x.text for x in spans if x.role == "assistant" and x.kind == "message"]
+        self.follow.recorded(name, [x.text for x in spans], len(rec.hashes), replies)
+
+    def _log_call(self, name: str, api: str, meta: dict[str, Any], *records: RequestRecord | None) -> None:
+        if not calls_log.isEnabledFor(logging.INFO):
+            return
+        got = [r for r in records if r is not None]
+        said = [f"+{sum(len(r.observed) for r in got)} observed"]
+        for what, n in (("pruned", sum(len(r.pruned) for r in got)), ("derived", sum(len(r.derived) for r in got)),
+                        ("refused", sum(len(r.refused) for r in got))):
+            if n:
+                said.append(f"{n} {what}")
+        latency = meta.get("latency_ms")
+        calls_log.info("%s %s %s: %s%s", api, meta.get("status", "-"), name, ", ".join(said) if got else "not recorded",
+                       f" ({latency:.0f} ms)" if isinstance(latency, (int, float)) else "")
+
+    def response_owner(self, response_id: str) -> str | None:
+        """The session that recorded this Responses API response (a ``previous_response_id``)."""
+        return self._responses.get(response_id)
+
+    def _remember_response(self, name: str, api: str, reply: Any) -> None:
+        if api == "responses" and isinstance(reply, dict) and isinstance(reply.get("id"), str):
+            self._responses[reply["id"]] = name
+            while len(self._responses) > _OWNERS_LIMIT:
+                self._responses.popitem(last=False)
+
+    def record_request(self, name: str, api: str, messages: list[Any], system: Any, meta: dict[str, Any],
+                       append: bool = False) -> RequestRecord | None:
         self._unrecordable.discard(name)
         try:
             rec = self._guard(
                 "recording a request", name,
-                lambda r: r.record_request(messages, api=api, system=system, meta=meta),
+                lambda r: r.record_request(messages, api=api, system=system, meta=meta, append=append),
             )
         except ImportFormatError as e:
             self._unrecordable.add(name)  # its reply answers messages the ledger does not have
@@ -194,26 +244,38 @@ class StoreWorker:
             return None
         if rec is not None:
             self.health.count("recorded_requests")
+            self._compactions(rec)
+            self._followed(name, rec)
+        self._requests[name] = rec
         return rec
 
-    def record_reply(self, name: str, api: str, reply: dict[str, Any], meta: dict[str, Any]) -> RequestRecord | None:
+    def record_reply(self, name: str, api: str, reply: dict[str, Any], meta: dict[str, Any],
+                     compacted: bool = False) -> RequestRecord | None:
+        request = self._requests.pop(name, None)
         if name in self._unrecordable:
             self._unrecordable.discard(name)
             self.health.count("unrecordable")
+            self._log_call(name, api, meta)
             return None
         try:
-            rec = self._guard("recording a reply", name, lambda r: r.record_reply(reply, api=api, meta=meta))
+            rec = self._guard("recording a reply", name,
+                              lambda r: r.record_reply(reply, api=api, meta=meta, compacted=compacted))
         except ImportFormatError as e:
             self.record_outcome(name, f"the model's reply reached the client but was not recorded: {e.message}", NOT_RECORDED)
             return None
         if rec is not None:
             self.health.count("partial_replies" if meta.get("partial") else "recorded_replies")
+            self._compactions(rec)
+            self._followed(name, rec)
             self._remember_reply(name, reply, api)
+            self._remember_response(name, api, reply)
+        self._log_call(name, api, meta, request, rec)
         return rec
 
     def record_exchange(
-        self, name: str, api: str, messages: list[Any], system: Any, meta: dict[str, Any],
+        self, name: str, api: str, messages: list[Any], system: Any, meta: dict[str, Any], append: bool,
         reply: dict[str, Any] | None, reply_meta: dict[str, Any], outcome: tuple[str, str] | None = None,
+        compacted: bool = False,
     ) -> tuple[RequestRecord, RequestRecord | None] | None:
         """A whole non-streamed call in ONE transaction (one durable commit): the request's diff,
         then the reply, or the outcome (a mark's label and reason) of a call that got none."""
@@ -228,8 +290,8 @@ class StoreWorker:
         def run(r: MessageRecorder) -> tuple[RequestRecord, RequestRecord | None]:
             try:
                 with r.session.batch():
-                    req = r.record_request(messages, api=api, system=system, meta=meta)
-                    rep = r.record_reply(reply, api=api, meta=reply_meta) if reply is not None else None
+                    req = r.record_request(messages, api=api, system=system, meta=meta, append=append)
+                    rep = r.record_reply(reply, api=api, meta=reply_meta, compacted=compacted) if reply is not None else None
                     if outcome:
                         r.session.mark(outcome[0], by="proxy", reason=outcome[1][:2000])
             except BaseException:
@@ -241,12 +303,17 @@ class StoreWorker:
             done = self._guard("recording a call", name, run)
         except ImportFormatError as e:
             self.record_outcome(name, f"a call was forwarded but not recorded: {e.message}", NOT_RECORDED)
+            self._log_call(name, api, reply_meta)
             return None
         if done is not None:
             self.health.count("recorded_requests")
+            self._compactions(*done)
+            self._followed(name, *done)
             if done[1] is not None:
                 self.health.count("recorded_replies")
                 self._remember_reply(name, reply, api)
+                self._remember_response(name, api, reply)
+            self._log_call(name, api, reply_meta, *done)
         return done
 
     def _remember_reply(self, name: str, reply: dict[str, Any], api: str) -> None:
@@ -287,10 +354,13 @@ class StoreWorker:
             try:
                 result = compactor.step(r.session)
                 if result.compacted:
-                    self.health.count("compactions")
+                    self.health.count("compactions_attempted")
+                    self.health.count("compactions_done")
             except ConcurrencyError:
                 raise
             except Exception as e:  # a refused or failed compaction: send the buffer as it is
+                self.health.count("compactions_attempted")
+                self.health.count("compactions_refused")
                 log.warning("ctxledger proxy: compaction of %r did not run: %s", name, e)
             return r.session.render(api)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.importers.messages import MAX_MESSAGE_DEPTH, json_too_deep
 
-__all__ = ["SSESplitter", "OpenAIStream", "AnthropicStream", "stream_assembler"]
+__all__ = ["SSESplitter", "OpenAIStream", "AnthropicStream", "ResponsesStream", "stream_assembler"]
 
 
 class SSESplitter:
@@ -176,10 +176,16 @@ class AnthropicStream:
                 self.json_parts.setdefault(event.get("index", 0), []).append(delta.get("partial_json", ""))
             elif dtype == "thinking_delta":
                 block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+            elif dtype == "compaction_delta":
+                for key in ("content", "encrypted_content"):
+                    if isinstance(delta.get(key), str):
+                        block[key] = (block.get(key) or "") + delta[key]
         elif kind == "message_delta":
             delta = event.get("delta") or {}
             if delta.get("stop_reason"):
                 self.message["stop_reason"] = delta["stop_reason"]
+            if isinstance(event.get("context_management"), dict):
+                self.message["context_management"] = event["context_management"]
             if isinstance(event.get("usage"), dict):
                 usage = dict(self.message.get("usage") or {})
                 usage.update(event["usage"])
@@ -207,5 +213,57 @@ class AnthropicStream:
         return {**self.message, "type": "message", "role": "assistant", "content": content}
 
 
-def stream_assembler(api: str) -> OpenAIStream | AnthropicStream:
+class ResponsesStream:
+    """Assembles Responses API events (``response.output_item.done`` items, the final
+    ``response.completed``) into a response body."""
+
+    TERMINAL = ("response.completed", "response.failed", "response.incomplete")
+
+    def __init__(self) -> None:
+        self.response: dict[str, Any] = {}
+        self.items: dict[int, dict[str, Any]] = {}
+        self.text: dict[int, list[str]] = {}  # deltas of items that never finished
+        self.done = False
+        self.error: Any = None
+        self.skipped = 0
+
+    def is_terminal(self, name: str, data: str) -> bool:
+        return name in self.TERMINAL
+
+    def feed(self, name: str, data: str) -> None:
+        try:
+            event = _event_json(data) if data else {}
+        except _TooDeep:
+            self.skipped += 1
+            return
+        if not isinstance(event, dict):
+            return
+        kind = event.get("type") or name
+        index = event.get("output_index", 0)
+        if kind in ("response.created", "response.in_progress") and isinstance(event.get("response"), dict):
+            self.response = {**event["response"], "output": []}
+        elif kind == "response.output_text.delta" and isinstance(event.get("delta"), str):
+            self.text.setdefault(index, []).append(event["delta"])
+        elif kind == "response.output_item.done" and isinstance(event.get("item"), dict):
+            self.items[index] = event["item"]
+        elif kind in self.TERMINAL and isinstance(event.get("response"), dict):
+            self.response = event["response"]
+            self.done = kind == "response.completed"
+        elif kind == "error":
+            self.error = event
+
+    def reply(self) -> dict[str, Any]:
+        if self.done and isinstance(self.response.get("output"), list):
+            return self.response
+        output = [self.items[i] for i in sorted(self.items)]
+        for i in sorted(self.text):  # a message cut short: what arrived of it
+            if i not in self.items:
+                output.append({"type": "message", "role": "assistant", "content": [
+                    {"type": "output_text", "text": "".join(self.text[i])}]})
+        return {**self.response, "output": output}
+
+
+def stream_assembler(api: str) -> OpenAIStream | AnthropicStream | ResponsesStream:
+    if api == "responses":
+        return ResponsesStream()
     return OpenAIStream() if api == "openai" else AnthropicStream()

@@ -63,9 +63,15 @@ class FakeUpstream:
         self.responder = responder
         self.requests: list[tuple[str, dict[str, Any], dict[str, str]]] = []
         self.calls = 0
+        from engine.proxy.testing_responses import ResponsesAPI, default_summary
+
+        self.responses = ResponsesAPI(self)
+        self.summarize = default_summary  # what the fake provider's compaction writes
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
+                Route("/v1/responses", self._responses, methods=["POST"]),
+                Route("/v1/responses/compact", self._responses_compact, methods=["POST"]),
                 Route("/v1/messages", self._anthropic, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
             ]
@@ -138,7 +144,21 @@ class FakeUpstream:
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
+    async def _responses(self, request: Request) -> Response:
+        body, error, chunk_delay = await self._common(request, "responses")
+        if error is not None:
+            return error
+        return await self.responses.create(body, chunk_delay)
+
+    async def _responses_compact(self, request: Request) -> Response:
+        body, error, _ = await self._common(request, "responses")
+        if error is not None:
+            return error
+        return await self.responses.compact(body)
+
     async def _anthropic(self, request: Request) -> Response:
+        from engine.proxy.testing_responses import anthropic_context_management
+
         body, error, chunk_delay = await self._common(request, "anthropic")
         if error is not None:
             return error
@@ -147,10 +167,13 @@ class FakeUpstream:
         model = body.get("model", "fake-model")
         content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
         content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in calls]
+        managed = anthropic_context_management(body, content, self.summarize)
         stop = "tool_use" if calls else "end_turn"
         usage = {"input_tokens": reply.prompt_tokens or 10, "output_tokens": 5}
         message = {"id": f"msg_{self.calls}", "type": "message", "role": "assistant", "model": model,
                    "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage}
+        if managed is not None:
+            message["context_management"] = managed
         if not body.get("stream"):
             return JSONResponse(message)
 
@@ -161,7 +184,10 @@ class FakeUpstream:
             yield event("message_start", {"message": {**message, "content": [], "stop_reason": None,
                                                       "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}})
             for i, block in enumerate(content):
-                if block["type"] == "text":
+                if block["type"] == "compaction":
+                    yield event("content_block_start", {"index": i, "content_block": {"type": "compaction", "content": None}})
+                    yield event("content_block_delta", {"index": i, "delta": {"type": "compaction_delta", "content": block["content"]}})
+                elif block["type"] == "text":
                     yield event("content_block_start", {"index": i, "content_block": {"type": "text", "text": ""}})
                     for word in _pieces(block["text"]):
                         if chunk_delay:
@@ -173,7 +199,8 @@ class FakeUpstream:
                     for half in (args[: len(args) // 2], args[len(args) // 2 :]):
                         yield event("content_block_delta", {"index": i, "delta": {"type": "input_json_delta", "partial_json": half}})
                 yield event("content_block_stop", {"index": i})
-            yield event("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 5}})
+            delta_extra = {"context_management": managed} if managed is not None else {}
+            yield event("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 5}, **delta_extra})
             yield event("message_stop", {})
 
         return StreamingResponse(events(), media_type="text/event-stream")

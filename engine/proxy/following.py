@@ -1,0 +1,141 @@
+"""Following a conversation without a header through a whole-history rewrite.
+
+A client that compacts its own history sends ``[system, "<summary of the earlier turns>", <next
+turn>, ...]``: its opening changed, so by its opening it is a new conversation. The proxy takes it
+as a rewrite of a conversation it recorded when ALL of these hold (the rule docs/proxy.md states,
+with its measured precision):
+
+1. same client: the same credentials (a hash, never stored) and User-Agent;
+2. same system prompt and the same tools;
+3. the first message after the system prompt is one plain text part (the shape of a summary) and
+   at least one more message follows it (the next turn);
+4. the request holds fewer messages than that conversation's history did (a rewrite shrinks it);
+5. and either the summary contains, word for word, a long reply (``QUOTED_CHARS``+) the model gave
+   in exactly one such conversation (a client that asked the model for the summary through the
+   proxy), or its distinctive words (identifiers, numbers, words of 5+ letters) are that
+   conversation's: at least ``MIN_SHARED`` of them, ``MIN_SCORE`` of their weight (a word found in
+   fewer of the candidate conversations weighs more), and ``MARGIN`` times the runner-up's score —
+   an ambiguous match joins nothing.
+
+Anything else is a new conversation, as before: a conversation is never joined on a guess.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from hashlib import blake2b
+
+__all__ = ["Follower", "distinctive", "MIN_SCORE", "MIN_SHARED", "MARGIN"]
+
+MIN_SCORE = 0.3  # weighted share of the summary's distinctive words found in the conversation
+MIN_SHARED = 2  # fewest distinctive words in common
+MARGIN = 2.0  # the best conversation's score over the runner-up's
+QUOTED_CHARS = 200  # a reply this long found verbatim in the summary tells its conversation
+REPLIES_KEPT = 4
+WORDS_KEPT = 20_000  # distinctive words remembered per conversation (the most recent)
+CONVERSATIONS_KEPT = 4096
+
+_TOKEN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./:-]*[A-Za-z0-9_]|[0-9]")
+_COMMON = frozenset(
+    "about above after again against because before being below between could didn doesn during every "
+    "further having might other should their there these those through under until where which while "
+    "would conversation summary summarized earlier previous continue continued session please thanks "
+    "assistant answer question questions asked users user there here below above first second third".split()
+)
+
+
+def distinctive(text: str) -> set[str]:
+    """The words of ``text`` that tell conversations apart: identifiers, numbers, words of 5+ letters."""
+    out = set()
+    for m in _TOKEN.finditer(text):
+        w = m.group().lower().strip(".:-/")
+        if not w or w in _COMMON:
+            continue
+        if len(w) >= 5 or any(c.isdigit() for c in w) or "_" in w or "." in w or "/" in w:
+            out.add(w)
+    return out
+
+
+def fingerprint(client: str, system_hash: str, tools: bytes | None) -> str:
+    """Who is talking and with what instructions: credentials and User-Agent (hashed here, never
+    kept), the system prompt's hash, the tools' bytes."""
+    h = blake2b(digest_size=12)
+    for part in (client.encode("utf-8", "replace"), system_hash.encode(), tools or b"-"):
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.hexdigest()
+
+
+class _Conversation:
+    __slots__ = ("fingerprint", "words", "messages", "replies")
+
+    def __init__(self, fp: str):
+        self.fingerprint = fp
+        self.words: OrderedDict[str, None] = OrderedDict()
+        self.messages = 0  # messages in its latest request (and replies since)
+        self.replies: list[str] = []  # its latest long replies
+
+
+class Follower:
+    """The conversations this proxy recorded without a header, and the rule above. Written by the
+    store thread (what was recorded), read by the event loop (which session a request goes to)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
+
+    def register(self, name: str, fp: str) -> None:
+        with self._lock:
+            if name not in self._conversations:
+                self._conversations[name] = _Conversation(fp)
+                while len(self._conversations) > CONVERSATIONS_KEPT:
+                    self._conversations.popitem(last=False)
+
+    def recorded(self, name: str, texts: Iterable[str], messages: int, replies: Iterable[str] = ()) -> None:
+        """What a call recorded in ``name``: the texts of new spans, the size of the client's view,
+        the model's replies."""
+        with self._lock:
+            c = self._conversations.get(name)
+            if c is None:
+                return
+            for reply in replies:
+                if len(reply) >= QUOTED_CHARS:
+                    c.replies = [*c.replies, reply][-REPLIES_KEPT:]
+            for text in texts:
+                for w in distinctive(text):
+                    c.words[w] = None
+                    c.words.move_to_end(w)
+            while len(c.words) > WORDS_KEPT:
+                c.words.popitem(last=False)
+            c.messages = messages
+
+    def rewritten(self, fp: str, summary: str, messages: int) -> str | None:
+        """The conversation a request of ``messages`` messages opening with ``summary`` rewrites,
+        or None (then it is a new conversation)."""
+        words = distinctive(summary)
+        with self._lock:
+            candidates = [(name, c) for name, c in self._conversations.items() if c.fingerprint == fp and messages < c.messages]
+            quoted = [name for name, c in candidates if any(r in summary for r in c.replies)]
+            if len(quoted) == 1:
+                return quoted[0]
+            if len(words) < MIN_SHARED or not candidates:
+                return None
+            df = {w: sum(1 for _, c in candidates if w in c.words) for w in words}
+            n = len(candidates)
+            weight = {w: math.log((n + 1) / (max(k, 1) + 0.5)) for w, k in df.items()}
+            total = sum(weight.values()) or 1.0
+            scores = sorted(
+                ((sum(weight[w] for w in words if w in c.words) / total, sum(1 for w in words if w in c.words), name)
+                 for name, c in candidates),
+                reverse=True,
+            )
+        score, shared, name = scores[0]
+        if score < MIN_SCORE or shared < MIN_SHARED:
+            return None
+        if len(scores) > 1 and scores[1][0] * MARGIN > score:
+            return None  # two conversations could have written it: join neither
+        return name

@@ -1,0 +1,138 @@
+"""Real sessions replayed as traffic, for the proxy's tests and benchmarks.
+
+- ``article_conversations``: conversations built from the XSumFaith articles (a real BBC article
+  read in parts, then compacted by the client into the article's real, human-written summary, then
+  one more turn), plus distractors that OPEN with a summary of an article no conversation read.
+  All share one system prompt and one client: the hardest case for following without a header.
+- ``claude_code_requests``: the Anthropic Messages requests a Claude Code transcript's client sent,
+  rebuilt from its lines (each model call's history; after its compaction boundary, the summary
+  message and what followed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Conversation", "article_conversations", "interleaved", "claude_code_requests", "SYSTEM"]
+
+SYSTEM = "You are a research assistant. Read what the user shares and answer briefly."
+
+
+@dataclass
+class Conversation:
+    """One conversation's requests (OpenAI chat message lists), in order; ``compaction`` is the index
+    of the request that rewrites the whole history (None for a distractor)."""
+
+    label: str
+    requests: list[list[dict[str, Any]]] = field(default_factory=list)
+    compaction: int | None = None
+    summary: str = ""
+
+
+def _parts(text: str, n: int) -> list[str]:
+    sentences = [s.strip() for s in text.replace("\" ", "\"\n").split(". ") if s.strip()]
+    size = max(1, len(sentences) // n)
+    return [". ".join(sentences[i : i + size]) for i in range(0, len(sentences), size)][:n]
+
+
+def article_conversations(path: str | Path, n: int, distractors: int, parts: int = 3) -> list[Conversation]:
+    """``n`` compacted conversations and ``distractors`` fresh ones, from the gold-summary records."""
+    gold = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            d = json.loads(line)
+            if d["system"].lower().startswith("gold") and len(d["source"]) > 400:
+                gold.append(d)
+    if len(gold) < n + distractors:
+        raise ValueError(f"{path} has {len(gold)} usable articles; {n + distractors} asked for")
+    out = []
+    for d in gold[:n]:
+        c = Conversation(label=d["bbcid"], summary=f"Summary of our conversation so far: {d['summary']}.")
+        history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+        for k, chunk in enumerate(_parts(d["source"], parts)):
+            history = [*history, {"role": "user", "content": f"Part {k + 1} of a report: {chunk}"}]
+            c.requests.append(history)
+            history = [*history, {"role": "assistant", "content": None}]  # the reply, filled in by the replay
+        c.compaction = len(c.requests)
+        c.requests.append([history[0], {"role": "user", "content": c.summary},
+                           {"role": "user", "content": "What should we look at next?"}])
+        out.append(c)
+    for d in gold[n : n + distractors]:
+        c = Conversation(label=f"fresh-{d['bbcid']}")
+        c.requests.append([{"role": "system", "content": SYSTEM},
+                           {"role": "user", "content": f"Summary of our conversation so far: {d['summary']}."},
+                           {"role": "user", "content": "What should we look at next?"}])
+        out.append(c)
+    return out
+
+
+def interleaved(conversations: list[Conversation]) -> Iterator[tuple[Conversation, int]]:
+    """(conversation, request index) round-robin: every conversation's first request, then every
+    second one, and so on (many conversations in flight at once)."""
+    longest = max(len(c.requests) for c in conversations)
+    for k in range(longest + 1):
+        for c in conversations:
+            if k < len(c.requests):
+                yield c, k
+
+
+# -- a Claude Code transcript as the requests its client sent ---------------------------------------
+
+
+def _merged(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The transcript's model-visible messages in file order, assistant lines of one message id
+    merged (Claude Code writes each content block of a reply on its own line)."""
+    messages: list[dict[str, Any]] = []
+    last_id = None
+    for d in lines:
+        kind = d.get("type")
+        if kind not in ("user", "assistant") or d.get("isSidechain"):
+            last_id = None if kind in ("user", "assistant") else last_id
+            continue
+        m = d.get("message") or {}
+        content = m.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        if kind == "assistant":
+            if m.get("id") and m.get("id") == last_id and messages and messages[-1]["role"] == "assistant":
+                messages[-1]["content"].extend(blocks)
+                continue
+            last_id = m.get("id")
+            messages.append({"role": "assistant", "content": blocks, "_line": d})
+        else:
+            last_id = None
+            messages.append({"role": "user", "content": blocks, "_line": d})
+    return messages
+
+
+def claude_code_requests(transcript: str | Path, system: str) -> tuple[list[dict[str, Any]], int]:
+    """The Messages request bodies the client sent (one per model reply, each holding the history
+    before it and the reply to send back), and the index of the first request after the compaction.
+
+    Each body is ``{"model", "system", "messages", "_reply"}``: ``_reply`` is the assistant message
+    the fake upstream should answer with."""
+    lines = [json.loads(x) for x in Path(transcript).read_text(encoding="utf-8").splitlines() if x.strip()]
+    boundary = next((i for i, d in enumerate(lines) if d.get("type") == "system" and d.get("subtype") == "compact_boundary"), None)
+    before = _merged(lines[:boundary] if boundary is not None else lines)
+    after = _merged(lines[boundary:]) if boundary is not None else []
+    requests: list[dict[str, Any]] = []
+
+    def calls(messages: list[dict[str, Any]], start: list[dict[str, Any]]) -> None:
+        for i, m in enumerate(messages):
+            if m["role"] == "assistant":
+                history = [*start, *messages[:i]]
+                if history and history[-1]["role"] == "user":
+                    requests.append({"model": m["_line"]["message"].get("model", "claude"), "system": system,
+                                     "max_tokens": 4096, "messages": [_clean(x) for x in history], "_reply": _clean(m)})
+
+    calls(before, [])
+    first_after = len(requests)
+    calls(after, [])
+    return requests, first_after
+
+
+def _clean(m: dict[str, Any]) -> dict[str, Any]:
+    return {"role": m["role"], "content": m["content"]}

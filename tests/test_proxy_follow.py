@@ -1,0 +1,138 @@
+"""Following a conversation through a whole-history rewrite without a header (issue 23): the client's
+compaction is recorded as a rewrite of ITS conversation (audited), and a conversation is never
+joined to another on a guess — checked on a mixed replay of real articles and their real summaries."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from engine import Ledger
+from engine.proxy import ProxyConfig, create_app
+from engine.proxy.following import Follower, distinctive, fingerprint
+from engine.proxy.testing import FakeUpstream, serve
+from engine.proxy.testing_traffic import article_conversations, interleaved
+
+XSUM = Path("/work/shared/data/xsumfaith/xsumfaith.jsonl")
+SYSTEM = {"role": "system", "content": "You deploy services."}
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    fake = FakeUpstream()
+    with serve(fake.app) as origin:
+        yield origin
+
+
+@contextlib.contextmanager
+def running(origin, tmp_path, name="follow.db"):
+    db = f"sqlite:///{tmp_path / name}"
+    with serve(create_app(ProxyConfig(upstream=origin), lambda: Ledger.open(db))) as url:
+        yield url, db
+
+
+def _chat(client, history, turn):
+    history.append({"role": "user", "content": turn})
+    r = client.chat.completions.create(model="m", messages=history)
+    history.append({"role": "assistant", "content": r.choices[0].message.content})
+
+
+def test_a_client_compaction_without_a_header_is_a_rewrite_of_its_conversation(upstream, tmp_path):
+    with running(upstream, tmp_path) as (url, db):
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="sk-agent", max_retries=0)
+        history = [SYSTEM]
+        for turn in ["Run migration 0042 on billing-api.", "It finished. Restart the workers.", "Workers are up."]:
+            _chat(client, history, turn)
+        history = [SYSTEM, {"role": "user", "content": "Summary: migration 0042 completed at 14:02; workers restarted."}]
+        _chat(client, history, "Now check the health endpoint.")
+        _chat(client, history, "And the error rate?")
+        health = httpx.get(f"{url}/ctxledger/health").json()["counts"]
+        assert health["compactions_done"] == 1 and health["compactions_refused"] == 0
+    with Ledger.open(db) as ledger:
+        [info] = ledger.sessions()
+        s = ledger.session(info.name)
+        [summary] = [x for x in s.spans() if x.derived]
+        assert summary.text.startswith("Summary: migration 0042") and len(summary.sources) == 6  # 3 turns, 3 replies
+        report = s.audit()
+        assert not report.ok and "14:02" in [f.value for f in report.findings if f.kind == "unsupported-specific"]
+        assert [x.text for x in s.spans()][-2:] == ["And the error rate?", "You said: And the error rate?"]
+
+
+def test_another_client_or_another_system_prompt_is_never_joined(upstream, tmp_path):
+    with running(upstream, tmp_path) as (url, db):
+        first = openai.OpenAI(base_url=f"{url}/v1", api_key="sk-first", max_retries=0)
+        other = openai.OpenAI(base_url=f"{url}/v1", api_key="sk-other", max_retries=0)
+        history = [SYSTEM]
+        for turn in ["Run migration 0042 on billing-api.", "Restart the billing-api workers.", "Workers are up."]:
+            _chat(first, history, turn)
+        summary = {"role": "user", "content": "Summary: migration 0042 ran on billing-api; workers restarted."}
+        _chat(first, [{"role": "system", "content": "You write release notes."}, summary], "Next?")  # another prompt
+        _chat(first, [SYSTEM, summary], "Next?")  # this is the first client's compaction
+        _chat(other, [SYSTEM, summary], "Next?")  # the same words from another client
+    with Ledger.open(db) as ledger:
+        sessions = {i.name: ledger.session(i.name) for i in ledger.sessions()}
+        assert len(sessions) == 3
+        joined = [s for s in sessions.values() if any(x.derived for x in s.spans())]
+        assert len(joined) == 1 and joined[0].spans()[0].text == "You deploy services."
+        assert [x.text for x in joined[0].spans() if x.derived] == [summary["content"]]
+
+
+def test_an_ambiguous_summary_joins_neither_conversation():
+    follow = Follower()
+    fp = fingerprint("client", "system", None)
+    for name in ("a", "b"):
+        follow.register(name, fp)
+        follow.recorded(name, ["Deploy billing-api with migration 0042 to production"], messages=6)
+    assert follow.rewritten(fp, "Summary: billing-api migration 0042 deployed to production", 3) is None
+    follow.recorded("a", ["the canary in region eu-west-1 failed"], messages=8)
+    assert follow.rewritten(fp, "Summary: canary eu-west-1 failed during the billing-api rollout", 3) == "a"
+    assert follow.rewritten(fingerprint("someone else", "system", None), "Summary: canary eu-west-1 failed", 3) is None
+    assert follow.rewritten(fp, "Summary: canary eu-west-1 failed", 9) is None  # a rewrite never grows the history
+
+
+def test_distinctive_words():
+    assert distinctive("Run migration 0042 on billing-api at 14:02, then restart the workers.") == {
+        "migration", "0042", "billing-api", "14:02", "restart", "workers"}
+
+
+@pytest.mark.skipif(not XSUM.exists(), reason="the XSumFaith data set is not here")
+def test_a_mixed_replay_of_many_conversations_never_joins_two(upstream, tmp_path):
+    """30 conversations in flight at once, one client, one system prompt, each compacted by the
+    client into its article's real summary; 15 more that open with a summary of an article none of
+    them read. Whatever is recognised, no session may hold two conversations, and every recognised
+    compaction's sources are exactly its own conversation's messages."""
+    conversations = article_conversations(XSUM, 30, 15)
+    replies: dict[tuple[str, int], dict] = {}
+    with running(upstream, tmp_path) as (url, db):
+        client = httpx.Client(base_url=url, headers={"authorization": "Bearer sk-one-client"}, timeout=30)
+        for c, k in interleaved(conversations):
+            if k == len(c.requests):
+                if c.compaction is None:
+                    continue
+                messages = [*c.requests[-1], replies[(c.label, k - 1)], {"role": "user", "content": "And then?"}]
+            else:
+                it = iter(replies[(c.label, r)] for r in range(k))
+                messages = [next(it) if m["role"] == "assistant" else m for m in c.requests[k]]
+            r = client.post("/v1/chat/completions", json={"model": "m", "messages": messages}).json()
+            replies[(c.label, k)] = r["choices"][0]["message"]
+    openings = {c.requests[0][1]["content"]: c for c in conversations}
+    openings.update({c.summary: c for c in conversations if c.summary})  # an unrecognised compaction's new session
+    recognised = 0
+    with Ledger.open(db) as ledger:
+        for info in ledger.sessions():
+            s = ledger.session(info.name)
+            texts = [e.text for e in s.events() if type(e).__name__ in ("Observed", "Rewritten")]
+            owners = {openings[t].label for t in texts if t in openings}
+            assert len(owners) == 1, f"{info.name} holds {owners}"
+            [c] = [x for x in conversations if x.label in owners]
+            for d in (x for x in s.spans() if x.derived):
+                recognised += 1
+                assert c.compaction is not None and d.text == c.summary
+                sources = {s.original(i).text for i in d.sources}
+                assert sources == {m["content"] for m in c.requests[c.compaction - 1] if m["role"] == "user"} | {
+                    replies[(c.label, r)]["content"] for r in range(c.compaction)}
+    assert recognised > 0
