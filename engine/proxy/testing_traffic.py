@@ -129,9 +129,25 @@ def claude_code_requests(transcript: str | Path, system: str) -> tuple[list[dict
                                      "max_tokens": 4096, "messages": [_clean(x) for x in history], "_reply": _clean(m)})
 
     calls(before, [])
+    compaction_call = _compaction_call(Path(transcript))
+    if compaction_call is not None and before:
+        # the summarizing call itself: the history and the compaction prompt, answered with the summary
+        prompt, reply = compaction_call
+        requests.append({"model": reply["_line"]["message"].get("model", "claude"), "system": system, "max_tokens": 20000,
+                         "messages": [*(_clean(x) for x in before), _clean(prompt)], "_reply": _clean(reply)})
     first_after = len(requests)
     calls(after, [])
     return requests, first_after
+
+
+def _compaction_call(transcript: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The compaction call's prompt and reply, from the sidechain Claude Code writes beside the session."""
+    for side in sorted((transcript.parent / transcript.stem / "subagents").glob("agent-acompact-*.jsonl")):
+        lines = [json.loads(x) for x in side.read_text(encoding="utf-8").splitlines() if x.strip()]
+        merged = _merged([{**d, "isSidechain": False} for d in lines])
+        if len(merged) >= 2 and merged[0]["role"] == "user" and merged[-1]["role"] == "assistant":
+            return merged[0], merged[-1]
+    return None
 
 
 def _clean(m: dict[str, Any]) -> dict[str, Any]:
