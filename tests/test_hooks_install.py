@@ -159,3 +159,17 @@ def test_the_plugin_directory():
     assert [server["command"], *server["args"]] == ["ctxledger", "mcp", "--follow", "claude-code"]
     r = CliRunner().invoke(main, ["hooks", "plugin"])
     assert r.exit_code == 0 and Path(r.output.strip()) == root
+
+
+def test_the_plugin_command_runs_like_the_installed_one(home, tmp_path):
+    import os
+    import subprocess
+
+    cli = Path(sys.executable).with_name("ctxledger")
+    env = {**os.environ, "CTXLEDGER_HOOKS_STATE": str(tmp_path / "state")}
+    ignored = subprocess.run([str(cli), "hooks", "run", "claude-code"], input=b'{"hook_event_name": "SessionStart", "source": "startup"}',
+                             capture_output=True, env=env, timeout=60)
+    assert (ignored.returncode, ignored.stdout, ignored.stderr) == (0, b"", b"")
+    bad = subprocess.run([str(cli), "hooks", "run", "claude-code"], input=b"{oops", capture_output=True, env=env, timeout=60)
+    assert bad.returncode == 0 and bad.stdout == b""
+    assert bad.stderr.decode().startswith("ctxledger hook: ") and bad.stderr.count(b"\n") == 1

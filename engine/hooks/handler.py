@@ -56,7 +56,6 @@ def _run(agent: str, raw: bytes, db: str | None, budget: int | None) -> Outcome:
         return Outcome()  # not ours (an old settings entry, a wider matcher): nothing to do
 
     from engine.errors import InvalidInputError
-    from engine.hooks.notice import DEFAULT_BUDGET, compose
     from engine.hooks.record import record
     from engine.hooks.state import default_db_url, ensure_folder, remember
     from engine.ledger import Ledger
@@ -87,6 +86,8 @@ def _run(agent: str, raw: bytes, db: str | None, budget: int | None) -> Outcome:
                       + (f"the summary has {len(mine)} unsupported statement(s); the resumed model is told which"
                          if mine else "its audit found nothing unsupported"))
             return Outcome(stdout=json.dumps({"systemMessage": status}), error=warning, session=session.name)
+        from engine.hooks.notice import DEFAULT_BUDGET, compose
+
         notice = compose(session, summary, report, budget=budget or _env_budget() or DEFAULT_BUDGET,
                          agent=agent, counter=ledger.counter)
         out = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": notice.text}}
