@@ -139,3 +139,22 @@ def test_codex_bad_payloads_exit_0(codex):
         assert r.stderr.decode().count("\n") == 1
     with Ledger.open(codex.db) as ledger:
         assert f"codex:{SID}" not in ledger
+
+
+def test_a_remote_compaction_whose_summary_is_encrypted(codex):
+    before, _ = _rollout(5)
+    user_item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": FIRST_ASK}]}
+    remote = [_line("compacted", {"message": "", "replacement_history": [
+        user_item, {"type": "compaction", "encrypted_content": "gAAAAB" + "x" * 64}]}, 200),
+        _line("event_msg", {"type": "context_compacted"}, 201)]
+    codex.append(before)
+    assert codex.run("PreCompact", trigger="auto").returncode == 0
+    codex.append(remote)
+    r = codex.run("SessionStart", source="compact")
+    assert r.returncode == 0, r.stderr
+    notice = json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "summary d1" in notice and "nothing you saw supports" not in notice
+    with Ledger.open(codex.db) as ledger:
+        s = ledger.session(f"codex:{SID}")
+        assert [e.span_id for e in s.events() if type(e) is Rewritten] == ["d1"]
+        assert FIRST_ASK in [sp.text for sp in s.spans()]  # kept by the replacement history
