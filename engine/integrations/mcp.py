@@ -230,6 +230,22 @@ def _context_tool(recorder: _Recorder, name: str, cls: type, description: str, s
     return _strict_tool(fn, name, description, schema)
 
 
+def _audit_result(session: Session) -> CallToolResult:
+    report = session.audit()
+    lines = [f"audit of {session.name!r} at position {report.position}: "
+             f"{'ok' if report.ok else 'DRIFT FOUND'} ({report.errors} errors, {report.warnings} warnings)"]
+    lines += [f"- {f.severity} {f.kind}: {f.message}" for f in report.findings[:50]]
+    return CallToolResult(content=[TextContent(type="text", text="\n".join(lines))],
+                          structured_content=msgspec.to_builtins(report))
+
+
+def _blame_result(session: Session, text: str) -> CallToolResult:
+    hits = session.blame(text)
+    body = "\n".join(f"- {h.message}" for h in hits[:20]) if hits else f"{text!r} is in no span of this session"
+    return CallToolResult(content=[TextContent(type="text", text=body)],
+                          structured_content={"hits": msgspec.to_builtins(hits[:20])})
+
+
 def create_server(
     session: Session,
     *,
@@ -252,33 +268,12 @@ def create_server(
         )
 
     def ledger_audit() -> CallToolResult:
-        def run():
-            report = session.audit()
-            lines = [f"audit of {session.name!r} at position {report.position}: "
-                     f"{'ok' if report.ok else 'DRIFT FOUND'} ({report.errors} errors, {report.warnings} warnings)"]
-            lines += [f"- {f.severity} {f.kind}: {f.message}" for f in report.findings[:50]]
-            return CallToolResult(
-                content=[TextContent(type="text", text="\n".join(lines))],
-                structured_content=msgspec.to_builtins(report),
-            )
-
-        return recorder.read(run)
+        return recorder.read(lambda: _audit_result(session))
 
     def ledger_blame(
         text: Annotated[str, Field(min_length=1, max_length=2_000, description="A piece of text to trace back to where it came from.")],
     ) -> CallToolResult:
-        def run():
-            hits = session.blame(text)
-            if not hits:
-                body = f"{text!r} is in no span of this session"
-            else:
-                body = "\n".join(f"- {h.message}" for h in hits[:20])
-            return CallToolResult(
-                content=[TextContent(type="text", text=body)],
-                structured_content={"hits": msgspec.to_builtins(hits[:20])},
-            )
-
-        return recorder.read(run)
+        return recorder.read(lambda: _blame_result(session, text))
 
     def ledger_at(
         position: Annotated[int, Field(ge=1, description="A position in the session's log (1 is the first event).")],
@@ -373,26 +368,12 @@ def create_follow_server(ledger: Any, resolve: Callable[[], str], *, agent: str,
         named.append((tool_name, fn))
 
     def ledger_audit() -> CallToolResult:
-        def run(s: Session, _tools: ContextTools) -> CallToolResult:
-            report = s.audit()
-            lines = [f"audit of {s.name!r} at position {report.position}: {report.errors} errors, "
-                     f"{report.warnings} warnings, {report.infos} info"]
-            lines += [f"- {f.severity} {f.kind}: {f.message}" for f in report.findings[:50]]
-            return CallToolResult(content=[TextContent(type="text", text="\n".join(lines))],
-                                  structured_content=msgspec.to_builtins(report))
-
-        return follower.read(run)
+        return follower.read(lambda s, _tools: _audit_result(s))
 
     def ledger_blame(
         text: Annotated[str, Field(min_length=1, max_length=2_000, description="A piece of text to trace back to where it came from.")],
     ) -> CallToolResult:
-        def run(s: Session, _tools: ContextTools) -> CallToolResult:
-            hits = s.blame(text)
-            body = "\n".join(f"- {h.message}" for h in hits[:20]) if hits else f"{text!r} is in no span of this session"
-            return CallToolResult(content=[TextContent(type="text", text=body)],
-                                  structured_content={"hits": msgspec.to_builtins(hits[:20])})
-
-        return follower.read(run)
+        return follower.read(lambda s, _tools: _blame_result(s, text))
 
     def ledger_lost(
         compaction: Annotated[str, Field(default="", max_length=20, pattern=r"^(d[0-9]+)?$",
