@@ -1,6 +1,8 @@
 """The recording proxy's cost: added latency per call, and recorded calls per second.
 
     python benchmarks/bench_proxy.py [--calls 200] [--seconds 5]
+    python benchmarks/bench_proxy.py --responses [--calls 200]   # the Responses API only
+    python benchmarks/bench_proxy.py --follow [--conversations 100]   # header-less compaction recognition
 
 Three processes on loopback: the fake upstream (engine.proxy.testing.FakeUpstream on uvicorn), the
 proxy (`ctxledger proxy`, SQLite file) and this client. Baseline: the same call sent to the fake
@@ -9,7 +11,14 @@ upstream directly. Latency: non-streamed calls of a growing conversation of 1k /
 alternating; p50/p99 of each and the difference. Throughput: 16 concurrent sessions, each a growing
 conversation, for a few seconds, proxied vs direct.
 
-Writes its tables into benchmarks/RESULTS.md between <!-- bench:proxy --> markers.
+``--responses``: the same latency measurement for ``POST /v1/responses`` (a ``store=false`` client
+sending its whole input each call), beside direct calls and the bare forwarder.
+``--follow``: a mixed replay of many conversations (``engine.proxy.testing_traffic``) without a
+header, and the real Claude Code session; how many client compactions are recognised and how many
+conversations are wrongly joined.
+
+Writes its tables into benchmarks/RESULTS.md between <!-- bench:proxy --> (and proxy-responses,
+proxy-follow) markers.
 """
 
 from __future__ import annotations
@@ -91,7 +100,8 @@ async def lifespan(app):
     async with httpx.AsyncClient(base_url=origin, timeout=60) as client:
         state["client"] = client
         yield
-app = Starlette(routes=[Route("/v1/chat/completions", forward, methods=["POST"])], lifespan=lifespan)
+app = Starlette(routes=[Route("/v1/chat/completions", forward, methods=["POST"]),
+                       Route("/v1/responses", forward, methods=["POST"])], lifespan=lifespan)
 uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 """
 
@@ -225,7 +235,7 @@ def recording_capacity(db: str, sessions: int, seconds: float) -> float:
         for k, history in enumerate(histories):
             messages = _decoder.decode(json.dumps({"messages": history}).encode()).messages
             reply = {"choices": [{"message": {"role": "assistant", "content": f"ok {done}"}}]}
-            worker.record_exchange(f"capacity-{k}", "openai", messages, None, {"api": "openai"}, reply, {"status": 200})
+            worker.record_exchange(f"capacity-{k}", "openai", messages, None, {"api": "openai"}, False, reply, {"status": 200})
             history += [{"role": "assistant", "content": f"ok {done}"}, {"role": "user", "content": _text(8)}]
             done += 1
     worker.close()
@@ -233,13 +243,158 @@ def recording_capacity(db: str, sessions: int, seconds: float) -> float:
     return done / seconds
 
 
+def latency_responses(targets: dict[str, str], tokens: int, calls: int) -> dict:
+    """Like ``latency``, for ``POST /v1/responses``: a store=false client sends its whole input."""
+    base = [{"role": m["role"], "content": m["content"]} for m in conversation(tokens) if m["role"] != "system"]
+    times: dict[str, list[float]] = {k: [] for k in targets}
+    with httpx.Client(timeout=60) as client:
+        inputs = {k: list(base) for k in targets}
+
+        def call(kind: str) -> float:
+            body = json.dumps({"model": "fake", "instructions": "You are a deploy agent.", "input": inputs[kind],
+                               "store": False}).encode()
+            t = time.perf_counter()
+            r = client.post(f"{targets[kind]}/v1/responses", content=body,
+                            headers={"content-type": "application/json", "x-ctxledger-session": f"bench-responses-{tokens}"})
+            elapsed = (time.perf_counter() - t) * 1000
+            r.raise_for_status()
+            inputs[kind] += [{"role": "assistant", "content": r.json()["output"][-1]["content"][0]["text"]},
+                             {"role": "user", "content": _text(8)}]
+            return elapsed
+
+        for _ in range(2):
+            for kind in targets:
+                call(kind)
+        kinds = list(targets)
+        for i in range(calls):
+            for kind in kinds[i % len(kinds):] + kinds[: i % len(kinds)]:
+                times[kind].append(call(kind))
+        size = len(json.dumps({"input": inputs["direct"]}))
+    row = {"tokens": tokens, "messages": len(base), "body_kb": size / 1024}
+    for kind, values in times.items():
+        row[f"{kind}_p50"], row[f"{kind}_p99"] = pct(values, 50), pct(values, 99)
+    return row
+
+
+def responses_main(args: argparse.Namespace, load: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = f"sqlite:///{Path(tmp) / 'bench.db'}"
+        procs, targets = start_servers(db)
+        try:
+            rows = [latency_responses(targets, n, args.calls) for n in SIZES]
+        finally:
+            for p in procs:
+                p.terminate()
+                p.wait(10)
+    after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    lines = [
+        "## Recording proxy: the Responses API",
+        "",
+        f"`python benchmarks/bench_proxy.py --responses --calls {args.calls}` — {machine()}; load before the run: "
+        f"`{load}`; after: `{after.split('load average:')[-1].strip()}`.",
+        "`POST /v1/responses`, non-streamed, a `store=false` client sending its whole input each call (the input "
+        "grows by the reply and a user turn); the same processes and rotation as the chat table above.",
+        "",
+        "| input at the first call | items | body at the last call | direct p50 / p99 | bare forwarder p50 / p99 "
+        "| proxy, durable p50 / p99 | proxy, `?synchronous=normal` p50 / p99 | added p50 (target ≤ 3 ms): durable / normal "
+        "| added over the bare forwarder p50: durable / normal |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['tokens']:,} tokens | {r['messages']} | {r['body_kb']:,.0f} KB "
+            f"| {r['direct_p50']:.2f} / {r['direct_p99']:.2f} ms | {r['bare_p50']:.2f} / {r['bare_p99']:.2f} ms "
+            f"| {r['proxy_full_p50']:.2f} / {r['proxy_full_p99']:.2f} ms | {r['proxy_normal_p50']:.2f} / {r['proxy_normal_p99']:.2f} ms "
+            f"| {r['proxy_full_p50'] - r['direct_p50']:.2f} / {r['proxy_normal_p50'] - r['direct_p50']:.2f} ms "
+            f"| {r['proxy_full_p50'] - r['bare_p50']:.2f} / {r['proxy_normal_p50'] - r['bare_p50']:.2f} ms |"
+        )
+    body = "\n".join(lines)
+    print(body)
+    if not args.no_write:
+        write_section("proxy-responses", body)
+
+
+def follow_replay(conversations: int, distractors: int) -> dict:
+    """The mixed replay through an in-process proxy: compactions recognised, conversations wrongly joined."""
+    from engine.proxy import ProxyConfig, create_app
+    from engine.proxy.testing import FakeUpstream, serve
+    from engine.proxy.testing_traffic import article_conversations, interleaved
+
+    convs = article_conversations(XSUM, conversations, distractors)
+    replies: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        db = f"sqlite:///{Path(tmp) / 'follow.db'}?synchronous=normal"
+        with serve(FakeUpstream().app) as origin, serve(create_app(ProxyConfig(upstream=origin), lambda: Ledger.open(db))) as url:
+            client = httpx.Client(base_url=url, headers={"authorization": "Bearer sk-one-client"}, timeout=60)
+            for c, k in interleaved(convs):
+                if k == len(c.requests):
+                    if c.compaction is None:
+                        continue
+                    messages = [*c.requests[-1], replies[(c.label, k - 1)], {"role": "user", "content": "And then?"}]
+                else:
+                    it = iter(replies[(c.label, r)] for r in range(k))
+                    messages = [next(it) if m["role"] == "assistant" else m for m in c.requests[k]]
+                r = client.post("/v1/chat/completions", json={"model": "m", "messages": messages}).json()
+                replies[(c.label, k)] = r["choices"][0]["message"]
+        openings = {c.requests[0][1]["content"]: c for c in convs}
+        openings.update({c.summary: c for c in convs if c.summary})
+        recognised = wrong = 0
+        with Ledger.open(db) as ledger:
+            for info in ledger.sessions():
+                s = ledger.session(info.name)
+                texts = [e.text for e in s.events() if type(e).__name__ in ("Observed", "Rewritten")]
+                owners = {openings[t].label for t in texts if t in openings}
+                wrong += len(owners) > 1
+                recognised += sum(1 for x in s.spans() if x.derived and len(owners) == 1
+                                  and any(c.label in owners and x.text == c.summary for c in convs))
+    return {"conversations": conversations, "distractors": distractors, "recognised": recognised, "wrong": wrong}
+
+
+def follow_main(args: argparse.Namespace) -> None:
+    import pytest  # the real-session replay is a test: run it and report its result
+
+    rows = [follow_replay(n, n // 2) for n in (10, args.conversations)]
+    real = pytest.main(["-q", "-p", "no:cacheprovider", str(Path(__file__).resolve().parents[1] / "tests" / "test_proxy_replay.py")])
+    lines = [
+        "## Recording proxy: following a client's compaction without a header",
+        "",
+        f"`python benchmarks/bench_proxy.py --follow --conversations {args.conversations}` — {machine()}. "
+        "Mixed replay (`engine.proxy.testing_traffic.article_conversations`): conversations in flight at once, ONE "
+        "client and ONE system prompt, each a real XSumFaith article read in 3 parts, then compacted by the client "
+        "into the article's real one-sentence summary, then one more turn; plus conversations that OPEN with the "
+        "summary of an article none of them read (each must stay a conversation of its own).",
+        "",
+        "| replay | compactions recognised | conversations wrongly joined (target 0) |",
+        "| --- | --- | --- |",
+    ]
+    for r in rows:
+        lines.append(f"| {r['conversations']} compacted + {r['distractors']} fresh conversations, interleaved "
+                     f"| {r['recognised']} of {r['conversations']} | {r['wrong']} of {r['conversations'] + r['distractors']} |")
+    lines.append(f"| the real Claude Code session (tests/test_proxy_replay.py: one session, its compaction recognised, "
+                 f"equal to the imported session) | {'1 of 1' if real == 0 else 'FAILED'} | {'0' if real == 0 else '?'} |")
+    body = "\n".join(lines)
+    print(body)
+    if not args.no_write:
+        write_section("proxy-follow", body)
+
+
+XSUM = Path("/work/shared/data/xsumfaith/xsumfaith.jsonl")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--responses", action="store_true", help="only the Responses API latency table")
+    ap.add_argument("--follow", action="store_true", help="only the header-less compaction recognition table")
+    ap.add_argument("--conversations", type=int, default=100)
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
+    if args.follow:
+        return follow_main(args)
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    if args.responses:
+        return responses_main(args, load)
     with tempfile.TemporaryDirectory() as tmp:
         db = f"sqlite:///{Path(tmp) / 'bench.db'}"
         procs, targets = start_servers(db)

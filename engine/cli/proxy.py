@@ -61,7 +61,7 @@ def proxy_cmd(ctx, upstream, listen, session_name, policy_name, budget, keep_tur
               token, allow_hosts, max_body_mb, quiet, otel) -> None:
     """Serve a recording proxy for the OpenAI and Anthropic APIs.
 
-    Point an agent's base URL at it: POST /v1/chat/completions and /v1/messages are forwarded
+    Point an agent's base URL at it: POST /v1/chat/completions, /v1/responses and /v1/messages are forwarded
     unchanged (streaming included) and recorded: appended messages are observed, messages the client
     dropped are pruned, a message that replaces two or more is a derived span (so `ctxledger audit`
     judges the client's own summaries), and the model's reply is observed. Headers, authorization
