@@ -561,3 +561,43 @@ def test_a_missing_sdk_is_a_one_line_error_naming_the_extra():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines() == ["the OpenAI Agents SDK (openai-agents) is not installed: pip install 'ctxledger[openai-agents]'"]
+
+
+def test_openai_responses_compaction_session_over_ledger_session_is_a_recorded_rewrite(tmp_path):
+    """The SDK's ``OpenAIResponsesCompactionSession`` with a ``LedgerSession`` underneath, its
+    ``responses.compact`` calls answered by the fake Responses endpoint: the originals stay in the
+    log, the compaction is one derived span ``by="openai:compact"`` (opaque), the user messages it
+    kept are the same spans, and the next run's model sees the encrypted item given back as is."""
+    from agents.memory import OpenAIResponsesCompactionSession
+    from openai import AsyncOpenAI
+
+    from engine.proxy.testing import FakeUpstream, serve
+
+    ledger = Ledger.open(f"sqlite:///{tmp_path / 'agents.db'}", token_counter=EstimateCounter())
+    underlying = LedgerSession("support-compacted", ledger=ledger)
+    fake = FakeUpstream()
+    with serve(fake.app) as origin:
+        session = OpenAIResponsesCompactionSession(
+            "support-compacted", underlying, client=AsyncOpenAI(base_url=f"{origin}/v1", api_key="sk-fake", max_retries=0),
+            model="gpt-4.1", should_trigger_compaction=lambda context: False,
+        )
+        model = ScriptedModel(script())
+        for turn in ("Where is order A17?", "Add 2 and 3, and where is B9?"):
+            run(Runner.run(agent_with(model), turn, session=session))
+        before = [x.text for x in underlying.ledger_session.spans()]
+        run(session.run_compaction({"force": True, "compaction_mode": "input"}))
+        after_model = ScriptedModel([[assistant_message("All shipped.", item_id="msg_9")]])
+        run(Runner.run(agent_with(after_model), "Anything else?", session=session))
+    s = underlying.ledger_session
+    [rewrite] = [e for e in s.events() if isinstance(e, Rewritten)]
+    assert rewrite.by == "openai:compact" and rewrite.meta["opaque"] is True
+    assert not any(isinstance(e, Pruned) for e in s.events())  # no clear_session: a rewrite
+    kept = [x.text for x in s.spans() if x.observed]
+    assert kept[:2] == ["Where is order A17?", "Add 2 and 3, and where is B9?"]
+    replaced = {s.original(i).text for i in rewrite.inputs}
+    assert replaced == set(before) - {"Where is order A17?", "Add 2 and 3, and where is B9?"}
+    items = run(underlying.get_items())
+    compaction = [i for i in items if i.get("type") == "compaction"]
+    assert compaction and compaction[0]["encrypted_content"] == rewrite.meta["item"]["encrypted_content"]
+    assert [x.text for x in s.spans()][-2:] == ["Anything else?", "All shipped."]
+    ledger.close()

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from engine.compaction import Compactor, StepResult
-from engine.errors import ConcurrencyError, InvalidInputError
+from engine.errors import ConcurrencyError, InvalidInputError, RewritePolicyError
 from engine.ledger import Ledger
 from engine.otel import live
 from engine.session import Session
@@ -43,6 +43,11 @@ require("agents", "openai-agents", "the OpenAI Agents SDK (openai-agents)")
 __all__ = ["LedgerSession", "item_to_observation", "CALL_OUTPUT_TYPES"]
 
 BY = "openai-agents"
+OPAQUE_COMPACTION = "[a compaction encrypted by OpenAI (responses.compact): its text cannot be read or checked]"
+
+
+class _Unmapped(Exception):
+    """A compacted history that does not map onto the live spans."""
 
 # Responses tool-call item types whose result is a separate item with the same call_id.
 CALL_OUTPUT_TYPES = {
@@ -219,6 +224,8 @@ def _entry_bytes(e: Entry) -> bytes:
     if e.shown is Shown.SPAN:
         return span_item_bytes(s)
     if e.shown is Shown.DERIVED:
+        if s.meta.get("opaque") and isinstance(s.meta.get(ITEM), dict):
+            return _encode(s.meta[ITEM])  # a provider's encrypted compaction: only the item itself means anything
         return _encode({"role": s.role, "content": f"{derived_marker(s)}\n{s.text}"})
     if e.shown is Shown.MISSING_RESULT:
         output_type = _TEXT_OUTPUT[_item_type(s) or "function_call"]
@@ -331,6 +338,53 @@ class LedgerSession:
                     s.prune(span.id, by=BY, reason="clear_session")
 
         self._retry(clear)
+
+    async def _atomic_replace_items(self, items: list[dict[str, Any]]) -> bool:
+        """``OpenAIResponsesCompactionSession``'s replacement of the whole history by what
+        ``responses.compact`` returned (the user messages it kept, then an encrypted ``compaction``
+        item), as ONE recorded rewrite instead of a clear and an add: the items it kept stay the
+        same spans, the ones it replaced become the sources of a derived span ``by="openai:compact"``
+        (``meta["opaque"]``: the audit cannot read it), and the log keeps every original. Returns
+        False (the SDK then clears and adds) for a history this cannot map."""
+        compactions = [i for i in items if isinstance(i, dict) and i.get("type") == "compaction"]
+        if len(compactions) != 1 or not isinstance(compactions[0].get("encrypted_content"), str):
+            return False
+        meta = {"opaque": True, ITEM: compactions[0]}
+        if not fits_meta(meta):
+            return False
+        kept_items = [i for i in items if i is not compactions[0]]
+        try:
+            wanted = [item_to_observation(i, k)[:3] for k, i in enumerate(kept_items)]
+        except InvalidInputError:
+            return False
+
+        def replace(s: Session) -> None:
+            live_spans = [x for x in s.spans() if x.observed]
+            kept: list[str] = []
+            for text, role, kind in wanted:
+                match = next((x for x in live_spans if x.id not in kept and (x.text, x.role, x.kind) == (text, role, kind)), None)
+                if match is None:
+                    raise _Unmapped
+                kept.append(match.id)
+            replaced = [x.id for x in s.spans() if x.id not in kept]
+            if not replaced:
+                raise _Unmapped
+            with s.batch():
+                try:
+                    s.rewrite(replaced, OPAQUE_COMPACTION, by="openai:compact", role="assistant", meta=meta,
+                              reason=f"responses.compact replaced {len(replaced)} items with an encrypted summary")
+                except RewritePolicyError:  # a summary of a summary: refused (recorded); the history still changes
+                    for span_id in replaced:
+                        s.prune(span_id, by="openai:compact", reason="responses.compact replaced it")
+                    s.observe(OPAQUE_COMPACTION, role="assistant", kind="other",
+                              meta={**meta, "summary_refused": True}, by="openai:compact")
+
+        try:
+            self._retry(replace)
+        except _Unmapped:
+            return False
+        live.recorded(self.ledger_session)
+        return True
 
     async def run_compaction(self, args: dict[str, Any] | None = None) -> None:
         """The Runner's hook after a settled turn: one step of the configured ``Compactor`` (with its
