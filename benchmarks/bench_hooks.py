@@ -131,6 +131,13 @@ class Bench:
         return walls, out
 
 
+def _load() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=9)
@@ -141,6 +148,7 @@ def main() -> None:
     if not REAL.exists():
         raise SystemExit(f"the real transcript is not at {REAL}")
     rows: list[tuple[str, list[float]]] = []
+    load_before = _load()
     with tempfile.TemporaryDirectory() as tmp:
         bench = Bench(Path(tmp), 0 if args.unpadded else TARGET_BYTES)
         size = sum(map(len, bench.lines))
@@ -203,7 +211,8 @@ def main() -> None:
             sources = len(ledger.session(f"claude-code:{SID}").originals("d1"))
 
     cmd = f".venv/bin/python benchmarks/bench_hooks.py --rounds {args.rounds}" + (" --unpadded" if args.unpadded else "")
-    out = [f"Hooks: wall time per run, Python start-up included ({machine()}). `{cmd}`",
+    out = [f"Hooks: wall time per run, Python start-up included ({machine()}; load average before the run "
+           f"{load_before}, after {_load()}). `{cmd}`",
            "",
            ("Transcript: the real Claude Code session as it was at its compaction" if args.unpadded else
             "Transcript: the real Claude Code session padded (renamed copies of its own lines)")
