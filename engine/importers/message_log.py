@@ -1,7 +1,9 @@
-"""``messages`` logs: a JSONL of successive OpenAI or Anthropic request bodies.
+"""``messages`` logs: a JSONL of successive OpenAI, Anthropic or OpenAI Responses request bodies.
 
 Each line is the full request one call sent (``{"model", "messages": [...], ...}``; Anthropic's has a
-top-level ``system``), or ``{"request": {...}, "response": {...}}`` when the reply was logged too.
+top-level ``system``; a Responses API body has ``input`` items and ``instructions``, and one that
+names a ``previous_response_id`` only adds to the history), or ``{"request": {...}, "response":
+{...}}`` when the reply was logged too.
 This module only reads the file and tells the two shapes apart; what changed between calls
 (appended -> observed, dropped -> pruned, one new message where several were dropped -> a derived
 span ``by="client"``) is ``engine.importers.messages.MessageRecorder``'s diff.
@@ -38,7 +40,9 @@ def _decode(raw: bytes) -> Any:
 
 
 def api_of(body: dict[str, Any]) -> str:
-    """``"anthropic"`` or ``"openai"``, from the shape of a request body."""
+    """``"anthropic"``, ``"openai"`` or ``"responses"``, from the shape of a request body."""
+    if "input" in body and "messages" not in body:
+        return "responses"
     if "system" in body or "anthropic_version" in body:
         return "anthropic"
     for m in body.get("messages") or ():
@@ -67,7 +71,8 @@ class MessageLogImporter(Importer):
             return False
         if isinstance(d, dict) and isinstance(d.get("request"), dict):
             d = d["request"]
-        return isinstance(d, dict) and isinstance(d.get("messages"), list)
+        return isinstance(d, dict) and (isinstance(d.get("messages"), list) or
+                                        ("model" in d and isinstance(d.get("input"), (list, str))))
 
     def transcripts(self, path: Path) -> list[Path]:
         return [path] if path.is_file() else sorted(path.rglob("*.jsonl"))
@@ -98,14 +103,18 @@ class MessageLogImporter(Importer):
                 ctx.taken(line, offset)
                 continue
             body, reply = (d["request"], d.get("response")) if isinstance(d.get("request"), dict) else (d, None)
-            messages = body.get("messages")
+            api = api_of(body)
+            messages = body.get("input" if api == "responses" else "messages")
+            if api == "responses" and isinstance(messages, str):
+                messages = [{"role": "user", "content": messages}]
             if not isinstance(messages, list):
-                yield ctx.bad(line, "a request body needs a 'messages' list")
+                yield ctx.bad(line, "a request body needs a 'messages' list (or a Responses API 'input')")
                 ctx.taken(line, offset)
                 continue
-            api = api_of(body)
+            system = body.get("system") if api == "anthropic" else body.get("instructions") if api == "responses" else None
+            append = api == "responses" and isinstance(body.get("previous_response_id"), str)
             try:  # validate now, so a malformed message stops the import before anything is written
-                system_message(body.get("system")) if api == "anthropic" else None
+                system_message(system) if system is not None else None
                 for i, m in enumerate(messages):
                     canonical_message(m, api, i)
             except ImportFormatError as e:
@@ -116,9 +125,9 @@ class MessageLogImporter(Importer):
             if isinstance(body.get("model"), str):
                 meta["model"] = body["model"]
 
-            def record(session, report, messages=messages, api=api, body=body, reply=reply, meta=meta):
+            def record(session, report, messages=messages, api=api, system=system, append=append, reply=reply, meta=meta):
                 rec = recorder(session)
-                done = rec.record_request(messages, api=api, system=body.get("system"), meta=meta)
+                done = rec.record_request(messages, api=api, system=system, meta=meta, append=append)
                 _count(session, report, done)
                 if isinstance(reply, dict):
                     _count(session, report, rec.record_reply(reply, api=api, meta=meta))

@@ -745,11 +745,13 @@ class MessageRecorder:
         return out
 
     def _provider_summary(self, m: Message, i: int, part: Part, extra: dict[str, Any], by: str,
-                          record: RequestRecord, keep: set[str] | None) -> str:
-        """A provider's compaction as a derived span of the spans it replaced (audited like any
-        summary; an encrypted one is marked ``opaque``). Refused, like any summary of a summary,
-        when one of them is derived: then it is observed, marked ``summary_refused``."""
-        sources = self._view_spans(keep)
+                          record: RequestRecord, keep: set[str] | None, sources: list[str] | None = None) -> str:
+        """A provider's compaction as a derived span of the spans it replaced (by default every live
+        span of the client's view; audited like any summary; an encrypted one is marked ``opaque``).
+        Refused, like any summary of a summary, when one of them is derived: then it is observed,
+        marked ``summary_refused``."""
+        if sources is None:
+            sources = self._view_spans(keep)
         n_obs = self.session.state.n_obs
         meta = {**part.meta, "msg": m.hash, "part": i, "parts": len(m.parts), "provider_compaction": True,
                 "view_order": n_obs + 0.5, **extra}
@@ -805,12 +807,12 @@ class MessageRecorder:
     # -- the diff -------------------------------------------------------------------------------
 
     def _observe(self, m: Message, extra: dict[str, Any], by: str, record: RequestRecord | None = None,
-                 keep: set[str] | None = None) -> tuple[str, ...]:
+                 keep: set[str] | None = None, sources: list[str] | None = None) -> tuple[str, ...]:
         ids = []
         n = len(m.parts)
         for i, p in enumerate(m.parts):
             if p.kind == COMPACTION:
-                ids.append(self._provider_summary(m, i, p, extra, by, record or RequestRecord(session=""), keep))
+                ids.append(self._provider_summary(m, i, p, extra, by, record or RequestRecord(session=""), keep, sources))
                 continue
             meta = {**p.meta, "msg": m.hash, "part": i, "parts": n, **extra}
             span_id = self.session.observe(p.text, role=p.role, kind=p.kind, meta=meta, by=by).id
@@ -870,7 +872,15 @@ class MessageRecorder:
             out_spans.append(ids)
             broken = True
 
+        # A provider's compaction the client sends back in place of what it replaced: what this
+        # request drops before it is its sources, not the client's prunes.
+        compacting = any(m.parts[0].kind == COMPACTION for m in new) and not set(hashes) <= set(old_hashes)
+        pending: list[str] = []
         for op, i1, i2, j1, j2 in _opcodes(old_hashes, hashes):
+            if compacting and op == "delete":
+                live = self.session.state.live
+                pending.extend(i for ids in old_spans[i1:i2] for i in ids if i in live and live[i].role != "system")
+                continue
             if op == "equal":
                 if not broken:
                     out_hashes.extend(old_hashes[i1:i2])
@@ -895,9 +905,12 @@ class MessageRecorder:
                     observe(m, extra)
                 continue
             if op in ("replace", "insert") and added[0].parts[0].kind == COMPACTION:
-                # a provider's compaction the proxy did not see come back (or one sent again): it
-                # replaces what the client dropped for it, and what stands before it
-                ids = self._observe(added[0], extra, self.by, record)
+                # a provider's compaction the proxy did not see come back: it replaced what the
+                # client dropped for it
+                live = self.session.state.live
+                sources = pending + [i for ids in dropped for i in ids if i in live and live[i].role != "system"]
+                pending = []
+                ids = self._observe(added[0], extra, self.by, record, sources=sources)
                 out_hashes.append(added[0].hash)
                 out_spans.append(ids)
                 for m in added[1:]:
@@ -918,6 +931,8 @@ class MessageRecorder:
                 self._prune(ids, "dropped by the client", record)
             for n, m in enumerate(added):
                 observe(m, {**extra, "client_summary": True, "summary_refused": True} if refused and n == 0 else extra)
+        for span_id in pending:  # dropped after the last compaction: the client's own prunes
+            self._prune((span_id,), "dropped by the client", record)
         self._hashes, self._spans = out_hashes, out_spans
 
 
