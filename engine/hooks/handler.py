@@ -109,19 +109,20 @@ def _summary_findings(session: Any, summary: Any, url: str) -> list[Any]:
     in the state directory for that position."""
     import msgspec
 
-    from engine.hooks.state import cache, cached
+    from engine.hooks.state import cache, cached, locked
     from projections.audit import Finding
 
     key = f"audit|{url}|{session.id}"
-    kept = cached(key, session.position)
-    if kept is not None:
-        try:
-            return msgspec.json.decode(kept, type=list[Finding])
-        except msgspec.DecodeError:
-            pass  # a damaged cache entry: audit again
-    mine = [f for f in session.audit().findings if summary.id in f.span_ids]
-    cache(key, session.position, msgspec.json.encode(mine))
-    return mine
+    with locked(key):  # the second of two racing hooks waits for the first one's audit, then reads it
+        kept = cached(key, session.position)
+        if kept is not None:
+            try:
+                return msgspec.json.decode(kept, type=list[Finding])
+            except msgspec.DecodeError:
+                pass  # a damaged cache entry: audit again
+        mine = [f for f in session.audit().findings if summary.id in f.span_ids]
+        cache(key, session.position, msgspec.json.encode(mine))
+        return mine
 
 
 def _is_this_compaction(session: Any, summary: Any, payload: Any) -> bool:
