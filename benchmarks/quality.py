@@ -4,6 +4,8 @@ human-labelled hallucination benchmark).
     python benchmarks/quality.py                    # both; writes RESULTS.md <!-- bench:quality -->
     python benchmarks/quality.py --only drift       # the agent drift set only
     python benchmarks/quality.py --xsum PATH        # XSumFaith jsonl (default ../shared/data/xsumfaith/)
+    python benchmarks/quality.py --only real        # real compactions, planted drift, second author, per rule
+    python benchmarks/quality.py --rule completion  # one rule's precision, recall and cost
 
 Agent drift set (benchmarks/data/drift_cases.jsonl, see benchmarks/drift_cases.py): a case is
 flagged when ``projections.grounding.check`` reports an unsupported specific or merged events at
@@ -35,9 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import engine  # noqa: E402,F401
 from _results import machine, write_section  # noqa: E402
-from projections.claims import Source  # noqa: E402
+from projections.grounding import Source  # noqa: E402
 from projections.grounding import DRIFT_KINDS, MERGED, check  # noqa: E402
-from projections.specifics import common_lowercase_words  # noqa: E402
+from projections.grounding.specifics import common_lowercase_words  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DRIFT = Path(__file__).resolve().parent / "data" / "drift_cases.jsonl"
@@ -351,7 +353,8 @@ def xsum_table(x: dict) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["drift", "xsum"], default=None)
+    ap.add_argument("--only", choices=["drift", "xsum", "real"], default=None)
+    ap.add_argument("--rule", default=None, help="report one rule's line only (its code: literal, merged, instruction, completion, status, pairing)")
     ap.add_argument("--xsum", type=Path, default=XSUM)
     ap.add_argument("--split", default="test", choices=["dev", "test"], help="drift-set split to report")
     ap.add_argument("--no-write", action="store_true")
@@ -371,14 +374,19 @@ def main() -> None:
             print("missed:", m)
         for m in d["false_alarms"]:
             print("false alarm:", m)
-    if args.only in (None, "xsum"):
+    if args.only in (None, "real") or args.rule:
+        from quality_real import real_section
+
+        drift_cases = [json.loads(line) for line in DRIFT.read_text(encoding="utf-8").splitlines() if line.strip()]
+        lines += real_section([c for c in drift_cases if c["split"] == args.split], args.rule)
+    if args.only in (None, "xsum") and not args.rule:
         if args.xsum.exists():
             lines += xsum_table(evaluate_xsum(args.xsum)) + [""]
         else:
             lines += [f"XSumFaith not found at {args.xsum}; skipped.", ""]
     body = "\n".join(lines)
     print(body)
-    if not args.no_write and args.only is None and args.split == "test":
+    if not args.no_write and args.only is None and args.split == "test" and not args.rule:
         write_section("quality", body)
 
 

@@ -28,7 +28,7 @@ from engine.store import LogStore, redact, session_uuid, storage_error
 from engine.tokens import TokenCounter, default_counter
 from engine.transfer import import_lines, is_json_text, looks_like_export
 from projections.buffer import BufferState, apply
-from projections.checking import Checker
+from projections.grounding.checker import Checker
 
 __all__ = ["Ledger", "SessionInfo", "DEFAULT_URL", "session_uuid", "IMPORTERS_GROUP"]
 
@@ -70,7 +70,7 @@ class Ledger:
         checker: Checker | None = None,
     ) -> Ledger:
         """Open (or create) the store at ``url``. ``checker``: the drift checker for audits and the
-        grounding gate (``projections.checking.Checker``; default the lexical checker)."""
+        grounding gate (``projections.grounding.checker.Checker``; default the lexical checker)."""
         if checker is not None and not isinstance(checker, Checker):
             raise InvalidInputError(f"checker must have a name and check(summary, sources), not {type(checker).__name__}")
         url = url or os.environ.get("CTXLEDGER_URL") or DEFAULT_URL

@@ -45,7 +45,8 @@ from engine.spans import OBSERVED_KINDS, ROLES, Provenance, Span, derived_id, or
 from engine.store import LogStore
 from engine.tokens import TokenCounter
 from projections.buffer import BufferState, apply, span_from_event
-from projections.checking import Checker, Source, gate_errors
+from projections.grounding.checker import Checker, gate_errors
+from projections.grounding.evidence import source_of
 
 _force_setattr = msgspec.structs.force_setattr
 _OBSERVED_KINDS = OBSERVED_KINDS
@@ -799,7 +800,7 @@ class Session(_Reader):
     ) -> None:
         """The opt-in grounding gate: refuse (and record) a rewrite that adds unsupported specifics
         (or, with a model-based checker configured, any error-level drift it finds)."""
-        findings = gate_errors(self.checker, text, [Source(s.text, s.role) for s in originals])
+        findings = gate_errors(self.checker, text, [source_of(s) for s in originals])
         if not findings:
             return
         from engine.errors import GroundingError

@@ -37,9 +37,9 @@ from engine.events import (
 from engine.spans import Provenance, Span
 from projections.buffer import apply
 from projections.buffer import BufferState
-from projections.claims import Source
-from projections.checking import LEXICAL, Checker, run_checker
-from projections.grounding import MERGED
+from projections.grounding import MERGED, Source
+from projections.grounding.evidence import source_of
+from projections.grounding.checker import LEXICAL, Checker, run_checker
 
 if TYPE_CHECKING:
     from engine.reading import LogReader
@@ -285,11 +285,6 @@ def _compare(rebuilt: BufferState, state: BufferState, position: int) -> Finding
     )
 
 
-def _source(observed: Span | Observed) -> Source:
-    """An observation as the checkers read it (harness text grounds but is marked as such)."""
-    return Source(observed.text, observed.role, bool(observed.meta.get("harness")))
-
-
 def _sources_of(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Event | None]) -> tuple[list[Source], list[Finding]]:
     """A live derived span's original observations (text and role), and findings about them."""
     findings: list[Finding] = []
@@ -323,7 +318,7 @@ def _sources_of(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Eve
         return [], findings
     captured = fold.source_texts.get(span.id)
     if captured is not None and tuple(c.position for c in captured) == span.source_positions:
-        return [_source(c) for c in captured], findings
+        return [source_of(c) for c in captured], findings
     texts: list[Source] = []
     for span_id, position in zip(span.sources, span.source_positions):
         if position not in cache:
@@ -333,7 +328,7 @@ def _sources_of(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Eve
                 cache[position] = None
         ev = cache[position]
         if type(ev) is Observed and ev.span_id == span_id:
-            texts.append(_source(ev))
+            texts.append(source_of(ev))
             continue
         what = "is not in the log" if ev is None else f"holds a {type(ev).__name__} of {getattr(ev, 'span_id', '?')}"
         findings.append(

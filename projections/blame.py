@@ -21,7 +21,8 @@ import msgspec
 
 from engine.errors import InvalidInputError, LedgerError
 from projections.buffer import apply
-from projections.checking import LEXICAL, Checker, Source, run_checker
+from projections.grounding.checker import LEXICAL, Checker, run_checker
+from projections.grounding.evidence import source_of
 from engine.events import Event, Expanded, Observed, Pruned, Rederived, Rewritten
 from engine.spans import Provenance, Span
 
@@ -229,7 +230,7 @@ def _hit(
 def _judged(hit: BlameHit, span: Span, needle: str, reader: LogReader, checker: Checker) -> BlameHit:
     """The checker's findings on the derived span that concern the blamed text."""
     try:
-        sources = [Source(s.text, s.role) for s in reader.originals(span.id)]
+        sources = [source_of(s) for s in reader.originals(span.id)]
     except LedgerError:
         return hit
     result = run_checker(checker, span.text, sources)

@@ -111,7 +111,7 @@ def test_every_public_name_resolves_lazily_and_once():
 
 @pytest.mark.parametrize(
     "first",
-    ["projections.checking", "projections.buffer", "projections", "engine.events", "engine.render", "engine.store",
+    ["projections.grounding.checker", "projections.buffer", "projections", "engine.events", "engine.render", "engine.store",
      "engine.session", "engine.tools", "engine.cli", "engine.importers", "engine.checkers"],
 )
 def test_any_module_can_be_imported_first(first):

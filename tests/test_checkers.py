@@ -16,9 +16,14 @@ from engine import CheckerError, EstimateCounter, GroundingError, InvalidInputEr
 from engine.checkers import LLMJudge, NLIChecker, checker_from_spec
 from engine.cli import main
 from engine.events import RewriteRefused
-from projections.checking import LEXICAL, Checker
-from projections.claims import Source, claim_findings
+from projections.grounding.checker import LEXICAL, Checker
+from projections.grounding import Source
 from projections.grounding import check
+
+
+def claim_findings(text, sources):
+    """The findings of the claim rules alone (instructions, completions, statuses, pairings)."""
+    return check(text, sources, rules=("instruction", "completion", "status", "pairing"), with_coverage=False).findings
 
 
 @pytest.fixture
@@ -43,7 +48,8 @@ def _session(url: str = "memory://", **kw):
 
 
 def _kinds(report) -> set[str]:
-    return {f.kind for f in report.findings if f.severity == "error"}
+    """The drift the audit names: errors, and warnings (a claim about something that appears nowhere)."""
+    return {f.kind for f in report.findings if f.severity in ("error", "warning")}
 
 
 # -- the lexical default, on sessions ----------------------------------------------------------------
@@ -87,7 +93,8 @@ def test_completion_claims_follow_the_last_word_of_the_sources():
     assert claim_findings("All tests pass.", fixed) == []
     assert claim_findings("Tests do not pass yet.", failing) == []
     rejected = [Source("$ git push\n! [rejected] main -> main (non-fast-forward)\nerror: failed to push some refs", "tool")]
-    assert [f["kind"] for f in claim_findings("The change was committed and pushed.", rejected)] == ["unsupported-completion"]
+    pushed = [(f["category"], f["severity"]) for f in claim_findings("The change was committed and pushed.", rejected)]
+    assert ("push", "error") in pushed  # the push was rejected: contradicted
     # a request is not evidence that it happened
     assert [f["kind"] for f in claim_findings("All tests pass.", [Source("please make the tests pass", "user")])] == [
         "unsupported-completion"
@@ -348,7 +355,7 @@ def test_the_cli_audits_and_blames_with_the_configured_checker(server, tmp_path)
     blamed = runner.invoke(
         main, ["--db", url, "--checker", f"llm:judge-x@http://127.0.0.1:{server.port}/v1", "blame", "agent", "cache was flushed"]
     )
-    assert blamed.exit_code == 0 and "llm:judge-x: the claim 'the cache was flushed' is stated by none" in blamed.output
+    assert blamed.exit_code == 1 and "llm:judge-x: the claim 'the cache was flushed' is stated by none" in blamed.output
     bad = runner.invoke(main, ["--db", url, "--checker", "oracle", "audit", "agent"])
     assert bad.exit_code == 2 and "unknown checker 'oracle'" in bad.output
 
@@ -387,7 +394,7 @@ def test_harness_text_grounds_but_its_specifics_are_not_expected_in_the_summary(
     s.observe("read the full transcript at: /home/u/.claude/projects/x/4f2a.jsonl", role="user", meta={"harness": "transcript-pointer"})
     d = s.rewrite(["o1", "o2"], "billing-api returned 503 at 13:58.", by="m")
     cov = next(c for c in s.audit().coverage if c.span_id == d.id)
-    assert set(cov.dropped) == {"GET", "/h"}  # the tool's; the harness pointer's path is not expected
+    assert set(cov.dropped) == {"/h"}  # the tool's ("GET" is a word of the language); the harness pointer's path is not expected
     s.rederive(d.id, text="billing-api returned 503 at 13:58; see /home/u/.claude/projects/x/4f2a.jsonl.", by="m")
     assert _kinds(s.audit()) == set()  # the pointer still grounds what the summary says of it
 
@@ -399,7 +406,7 @@ _STATUS_WORDS = ["succeeded", "failed", "rolled back", "not", "never", "restarte
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(st.sampled_from(_STATUS_WORDS), st.text(alphabet="abcdefgh -:>.0123456789", max_size=12)), max_size=12))
 def test_the_status_prefilter_never_hides_a_status(parts):
-    from projections.claims import _scan_statuses, _statuses
+    from projections.grounding.statuses import _scan_statuses, _statuses
 
     text = " ".join(parts)
     assert _statuses(text) == _scan_statuses(text)

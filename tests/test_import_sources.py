@@ -104,3 +104,23 @@ def test_original_time_survives_export_and_import(tmp_path):
     lines = s.export()
     copy = Ledger.open("memory://").import_(lines)
     assert [(e.at, e.recorded) for e in copy.events()] == [(e.at, e.recorded) for e in s.events()]
+
+
+def test_the_audit_of_the_real_faithful_compaction_is_clean_and_a_planted_false_completion_is_named(tmp_path):
+    """The first thing a user runs on a session of their own: the real summary (checked claim by
+    claim by hand, benchmarks/data/real_labels.json) gets no error and no warning; the issue's false
+    completion planted into it is named, where it stands."""
+    from projections.grounding import check
+    from projections.grounding.evidence import source_of
+
+    s = import_path(Ledger.open("memory://"), _layout(tmp_path), name="real").session
+    report = s.audit()
+    assert (report.errors, report.warnings) == (0, 0), [f.message for f in report.findings if f.severity != "info"]
+    d1 = _summary(s)
+    sources = [source_of(sp) for sp in s.originals(d1.id)]
+    planted = "Everything was deployed to production and the release announcement has been sent."
+    at = d1.text.index("6. All User Messages")
+    text = d1.text[:at] + planted + "\n\n" + d1.text[at:]
+    named = [f for f in check(text, sources).findings
+             if f["severity"] in ("error", "warning") and at <= f["offset"] < at + len(planted)]
+    assert {f["kind"] for f in named} == {"unsupported-completion"}

@@ -1,4 +1,4 @@
-"""Model-based drift checkers, pluggable beside the lexical default (``projections.checking``).
+"""Model-based drift checkers, pluggable beside the lexical default (``projections.grounding.checker``).
 
 - ``LLMJudge``: claims extracted from a summary and verified against its cited sources by any
   OpenAI-compatible chat endpoint (OpenAI, vLLM, llama.cpp, Ollama, LiteLLM…); extra ``openai``.
@@ -7,7 +7,7 @@
 - ``checker_from_spec("lexical" | "llm:MODEL[@BASE_URL]" | "nli:DIR")``: what the CLI's
   ``--checker`` option and ``$CTXLEDGER_CHECKER`` build.
 
-Both implement ``projections.checking.Checker``: pass one to ``Ledger.open(url, checker=...)`` and
+Both implement ``projections.grounding.checker.Checker``: pass one to ``Ledger.open(url, checker=...)`` and
 the audit, the grounding gate, blame, the report and the fleet view use it.
 """
 

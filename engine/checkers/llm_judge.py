@@ -19,7 +19,7 @@ import msgspec
 
 from engine.errors import CheckerError
 from engine.sdk import check_connection, openai_client
-from projections.claims import Source
+from projections.grounding import Source
 
 __all__ = ["LLMJudge", "JudgeStats", "SYSTEM_PROMPT", "UNSUPPORTED_CLAIM", "CONTRADICTED_CLAIM"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import CheckerError, InvalidInputError
-from projections.claims import Source
+from projections.grounding import Source
 
 __all__ = ["NLIChecker"]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.errors import InvalidInputError
-from projections.checking import LEXICAL, Checker
+from projections.grounding.checker import LEXICAL, Checker
 
 __all__ = ["checker_from_spec", "SPEC_HELP"]
 

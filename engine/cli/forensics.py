@@ -33,11 +33,16 @@ def _when(at) -> str:
     show_default=True,
     help="Show findings of this severity and worse.",
 )
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too (a claim about something that appears nowhere).")
 @click.option("--json", "as_json", is_flag=True, help="The full report as JSON.")
 @click.pass_context
 @handle_errors
-def audit_cmd(ctx, session, at, severity, as_json) -> None:
-    """Audit a session for drift: exit 0 when clean, 1 when any error-level finding exists.
+def audit_cmd(ctx, session, at, severity, strict, as_json) -> None:
+    """Audit a session for drift: exit 1 when any error-level finding exists (with --strict, any
+    warning too), 0 otherwise.
+
+    An error is a literal no source states or a claim the sources contradict; a warning, a claim
+    about something that appears nowhere in the sources; info, what cannot be verified either way.
 
     Structural checks (rewrites of rewrites, missing sources, a buffer that differs from its
     rebuild, a broken hash chain, refused rewrites) and a grounding check of every live derived span
@@ -45,7 +50,7 @@ def audit_cmd(ctx, session, at, severity, as_json) -> None:
 
     \b
     Example:
-      ctxledger audit agent-42 --severity warning || echo "drift found"
+      ctxledger audit agent-42 --strict || echo "drift found"
     """
     with open_ledger(ctx) as ledger:
         try:
@@ -73,7 +78,7 @@ def audit_cmd(ctx, session, at, severity, as_json) -> None:
             where = ",".join(f.span_ids[:3]) or "-"
             pos = f"@{f.positions[0]}" if f.positions else ""
             click.echo(f"  {f.severity:<7} {f.kind:<21} {where}{pos:<6}  {f.message}")
-    if not report.ok:
+    if not report.ok or (strict and report.warnings):
         sys.exit(EXIT_FOUND)
 
 

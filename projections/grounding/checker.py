@@ -7,8 +7,8 @@ observations, and each finding is a dict with ``kind``, ``severity`` (error / wa
 fleet view run whichever checker the ledger is configured with, and every finding names the
 checker that produced it.
 
-``LexicalChecker`` (the default) is deterministic, offline and fast: the specifics and merged-events
-checks of ``projections.grounding`` and the claim checks of ``projections.claims``. Model-based
+``LexicalChecker`` (the default) is deterministic, offline and fast: the rules of
+``projections.grounding`` (``RULES``). Model-based
 checkers (an LLM judge over any OpenAI-compatible endpoint, a local NLI cross-encoder) live in
 ``engine.checkers`` and plug in through the same protocol.
 """
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from projections.claims import Source
 from projections.grounding import GroundingResult, check, gate_findings
+from projections.grounding.evidence import Source, as_sources
 
 __all__ = ["Checker", "LexicalChecker", "LEXICAL", "Source", "as_sources", "run_checker", "gate_errors"]
 
@@ -29,10 +29,6 @@ class Checker(Protocol):
     name: str
 
     def check(self, summary: str, sources: Sequence[Source]) -> list[dict]: ...
-
-
-def as_sources(sources: Sequence[str | Source]) -> list[Source]:
-    return [s if isinstance(s, Source) else Source(s) for s in sources]
 
 
 class LexicalChecker:

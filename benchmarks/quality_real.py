@@ -1,0 +1,204 @@
+"""The checker on real compactions: faithful real summaries, drift planted into them, a second
+author's faithful summaries, and each rule's own precision, recall and cost.
+
+Used by ``benchmarks/quality.py`` (``--only real``, ``--rule CODE``). What the summarizer saw is taken
+exactly as ``ctxledger import`` records it (each real transcript is imported once, into memory, and
+its summary's sources are read back from the log), so checking a planted summary against those
+sources is what a re-import of the planted transcript would audit.
+
+- Real faithful compactions: the findings of each real summary as it is (errors and warnings count).
+- Planted drift: one invented sentence planted into a real summary; it is *named* when an error or a
+  warning points into the planted sentence (its offset lies inside it).
+- Second author: faithful summaries written by hand in other styles; a case is a false alarm when it
+  gets any error or warning.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from dataclasses import dataclass, field
+
+import real_data
+
+from engine import EstimateCounter, Ledger
+from engine.importers import import_path
+from projections.grounding import RULES, Evidence, Source, check
+from projections.grounding.evidence import source_of
+
+LOUD = ("error", "warning")
+# which rule is meant to name each planted kind (for the per-rule table)
+PLANTED_RULE = {
+    "invented-quote": "literal",
+    "invented-number": "literal",
+    "invented-id": "literal",
+    "invented-instruction": "instruction",
+    "false-completion": "completion",
+    "swapped-pairing": "pairing",
+}
+
+
+@dataclass
+class Compaction:
+    name: str
+    path: str
+    summary: str
+    sources: list[Source]
+    findings: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def real_compactions() -> list[Compaction]:
+    """Every real transcript present, imported once; its (first) summary and what its summarizer saw."""
+    out = []
+    for t in real_data.real_transcripts():
+        if not t["present"]:
+            continue
+        ledger = Ledger.open("memory://", token_counter=EstimateCounter())
+        s = import_path(ledger, t["file"], name="real").session
+        derived = [sp for sp in s.spans() if sp.provenance.value == "derived"]
+        if not derived:
+            continue
+        d = derived[0]
+        sources = [source_of(sp) for sp in s.originals(d.id)]
+        t0 = time.perf_counter()
+        found = [f for f in check(d.text, sources, with_coverage=False).findings if f["severity"] in LOUD]
+        out.append(Compaction(t["name"], t["path"], d.text, sources, found, time.perf_counter() - t0))
+    return out
+
+
+def evaluate_planted(compactions: list[Compaction]) -> dict:
+    by_path = {c.path: c for c in compactions}
+    per_kind: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    misses = []
+    skipped = 0
+    for case in real_data.planted_cases():
+        c = by_path.get(case["transcript"])
+        if c is None:
+            skipped += 1
+            continue
+        try:
+            planted = real_data.plant(c.summary, case)
+        except ValueError:
+            skipped += 1
+            continue
+        start = planted.index(case["sentence"])
+        end = start + len(case["sentence"])
+        found = check(planted, c.sources, with_coverage=False).findings
+        named = [f for f in found if f["severity"] in LOUD and start <= f.get("offset", -1) < end]
+        per_kind[case["kind"]][0] += bool(named)
+        per_kind[case["kind"]][1] += 1
+        if not named:
+            misses.append(f"{case['id']}: {case['sentence'][:110]}")
+    total = [sum(v[0] for v in per_kind.values()), sum(v[1] for v in per_kind.values())]
+    return {"per_kind": dict(per_kind), "total": total, "misses": misses, "skipped": skipped}
+
+
+def evaluate_second_author() -> dict:
+    cases = real_data.second_author_cases()
+    per_style: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    alarms = []
+    for case in cases:
+        sources = [Source(s["text"], s.get("role", ""), call=s.get("call", "")) for s in case["sources"]]
+        found = [f for f in check(case["summary"], sources, with_coverage=False).findings if f["severity"] in LOUD]
+        per_style[case["style"]][0] += bool(found)
+        per_style[case["style"]][1] += 1
+        if found:
+            alarms.append(f"{case['id']} ({case['style']}): " + "; ".join(f"{f['kind']} {f['value'][:60]!r}" for f in found[:3]))
+    return {"per_style": dict(per_style), "alarms": alarms, "n": len(cases)}
+
+
+def rule_table(compactions: list[Compaction], drift_cases: list[dict], only: str | None = None) -> list[dict]:
+    """Per rule: drift cases it names (real planted, and the drift set's test split), faithful cases
+    it flags (real summaries, second author, the drift set's faithful cases), and its time."""
+    rows = {code: {"rule": code, "tp": 0, "targets": 0, "hits_on_target": 0, "fp": 0, "faithful": 0, "seconds": 0.0}
+            for code in RULES if only in (None, code)}
+
+    def run(text: str, sources: list[Source]) -> dict[str, list[dict]]:
+        ev = Evidence(text, sources)
+        out = {}
+        for code in rows:
+            t0 = time.perf_counter()
+            out[code] = [f for f in RULES[code].check(ev) if f["severity"] in LOUD]
+            rows[code]["seconds"] += time.perf_counter() - t0
+        return out
+
+    by_path = {c.path: c for c in compactions}
+    for case in real_data.planted_cases():
+        c = by_path.get(case["transcript"])
+        if c is None:
+            continue
+        planted = real_data.plant(c.summary, case)
+        start = planted.index(case["sentence"])
+        end = start + len(case["sentence"])
+        for code, found in run(planted, c.sources).items():
+            hit = any(start <= f.get("offset", -1) < end for f in found)
+            rows[code]["tp"] += hit
+            if PLANTED_RULE.get(case["kind"]) == code:
+                rows[code]["targets"] += 1
+                rows[code]["hits_on_target"] += hit
+    faithful_texts = [(c.summary, c.sources) for c in compactions]
+    faithful_texts += [
+        (case["summary"], [Source(s["text"], s.get("role", "")) for s in case["sources"]])
+        for case in real_data.second_author_cases()
+    ]
+    faithful_texts += [
+        (c["derived"], [Source(t, r) for t, r in zip(c["sources"], c.get("roles") or [""] * len(c["sources"]))])
+        for c in drift_cases if c["label"] == "faithful"
+    ]
+    for text, sources in faithful_texts:
+        for code, found in run(text, sources).items():
+            rows[code]["fp"] += bool(found)
+            rows[code]["faithful"] += 1
+    return list(rows.values())
+
+
+def real_section(drift_cases: list[dict], only_rule: str | None = None) -> list[str]:
+    compactions = real_compactions()
+    lines = ["#### Real compactions (issue 21)", ""]
+    if not compactions:
+        return lines + ["No real transcript present (see benchmarks/data/real/README.md); skipped.", ""]
+    lines += [
+        f"{len(compactions)} real Claude Code compactions (benchmarks/data/real/README.md: sources, commits, licences), "
+        "imported as `ctxledger import` records them; every claim of each summary labelled by hand in "
+        "`benchmarks/data/real_labels.json`.",
+        "",
+        "| compaction | sources | errors | warnings | check time |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for c in compactions:
+        e = sum(f["severity"] == "error" for f in c.findings)
+        w = sum(f["severity"] == "warning" for f in c.findings)
+        lines.append(f"| {c.name} | {len(c.sources)} | {e} | {w} | {c.seconds * 1000:.0f} ms |")
+    for c in compactions:
+        for f in c.findings:
+            lines.append(f"- {c.name}: {f['severity']} {f['kind']}: {f['message'][:160]}")
+    p = evaluate_planted(compactions)
+    lines += ["", "Drift planted into the real summaries (`benchmarks/data/planted_real.jsonl`, one invented sentence a case; "
+              "named = an error or warning points into the planted sentence):", "",
+              "| kind | cases | named | recall | target |", "| --- | ---: | ---: | ---: | ---: |"]
+    for kind in real_data.PLANTED_KINDS:
+        hit, n = p["per_kind"].get(kind, [0, 0])
+        lines.append(f"| {kind} | {n} | {hit} | {hit / n if n else 0:.2f} | >= 0.75 |")
+    hit, n = p["total"]
+    lines.append(f"| **all** | {n} | {hit} | **{hit / n if n else 0:.2f}** | >= 0.90 |")
+    if p["skipped"]:
+        lines.append(f"\n{p['skipped']} planted cases skipped (their transcript is absent).")
+    lines += ["", "Misses:"] + [f"- {m}" for m in p["misses"][:12]] + [""]
+    sa = evaluate_second_author()
+    flagged = sum(v[0] for v in sa["per_style"].values())
+    lines += [f"Second author: {sa['n']} faithful summaries in {len(sa['per_style'])} styles (`benchmarks/data/second_author.jsonl`); "
+              f"**false alarms {flagged} of {sa['n']} ({flagged / max(sa['n'], 1):.1%}; target <= 2%)**.", "",
+              "| style | cases | false alarms |", "| --- | ---: | ---: |"]
+    for style, (f, n) in sorted(sa["per_style"].items()):
+        lines.append(f"| {style} | {n} | {f} |")
+    lines += [""] + [f"- {a}" for a in sa["alarms"][:10]] + [""]
+    rows = rule_table(compactions, drift_cases, only_rule)
+    lines += ["Per rule (errors and warnings; planted cases of the rule's own kinds for recall, every faithful summary for false alarms):", "",
+              "| rule | principle | planted named (own kinds) | false alarms on faithful | precision | time |",
+              "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        prec = r["tp"] / (r["tp"] + r["fp"]) if r["tp"] + r["fp"] else 1.0
+        own = f"{r['hits_on_target']}/{r['targets']}" if r["targets"] else "-"
+        lines.append(f"| `{r['rule']}` | {RULES[r['rule']].principle} | {own} | {r['fp']}/{r['faithful']} | {prec:.2f} | {r['seconds']:.2f} s |")
+    return lines + [""]

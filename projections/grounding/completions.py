@@ -1,0 +1,255 @@
+"""Rule ``completion``: work a summary says was done is not contradicted, and happened at all.
+
+A claim that an activity is complete ("tests pass", "committed and pushed", "deployed to
+production", "the announcement was sent") is judged by what the conversation shows of that
+activity, in order:
+
+- its outcomes contradict the claim ("3 failed", "! [rejected]", "pre-commit validation failed"):
+  for a claim about how things are now ("tests pass") the last outcome is a failure, for a claim
+  that something happened ("committed") every outcome is -- an error;
+- it appears nowhere in the conversation (no test was run, nothing was ever deployed): positive
+  evidence that the claim was invented -- a warning;
+- it appears, but no outcome was printed: it cannot be verified either way -- information.
+
+Only claims count: a plan, a remaining task, a negation or a partial state ("will deploy", "not yet
+committed", "about half done", a line under "Pending tasks:") claims nothing done. Harness text that
+instructs the model (the compaction prompt) is no evidence; asking for the work is not doing it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from projections.grounding.evidence import Evidence
+from projections.grounding.registry import GroundingFinding, finding, rule
+from projections.grounding.text import sentences
+
+__all__ = ["UNSUPPORTED_COMPLETION", "completions", "ACTIVITIES"]
+
+UNSUPPORTED_COMPLETION = "unsupported-completion"
+
+_I = re.IGNORECASE
+_M = re.IGNORECASE | re.MULTILINE
+
+
+@dataclass(frozen=True)
+class Activity:
+    claim: re.Pattern[str]  # how a summary says it is done
+    mention: re.Pattern[str]  # how the conversation shows it happening at all
+    outcomes: tuple[tuple[re.Pattern[str], int], ...]  # outcome lines: +1 done, -1 failed
+
+
+def _outcome_lines(word: str) -> tuple[tuple[re.Pattern[str], int], ...]:
+    """Outcome lines for an activity named by ``word``: the line names it and how it went."""
+    return (
+        (re.compile(rf"^(?=.*\b{word}).*\b(?:fail(?:ed|s|ure)?|errors?|aborted|rolled\s+back|reverted|timed\s+out|refused|crash(?:ed)?)\b.*$", _M), -1),
+        (re.compile(rf"^(?=.*\b{word}).*\b(?:completed?|finished|succeeded|successful(?:ly)?|done|applied|live|healthy)\b.*$", _M), 1),
+    )
+
+
+ACTIVITIES: dict[str, Activity] = {
+    "tests": Activity(
+        re.compile(r"\b(?:all\s+)?(?:the\s+)?(?:unit\s+|integration\s+)?tests?(?:\s+suite)?\s+(?:now\s+|all\s+)?(?:pass(?:es|ed|ing)?|(?:are|is)\s+(?:green|passing))\b|\btest\s+suite\s+is\s+green\b|\bCI\s+is\s+green\b", _I),
+        re.compile(r"\btests?\b|\bpytest\b|\bjest\b|\bvitest\b|\brspec\b|\bunittest\b|\bspec\b", _I),
+        (
+            (re.compile(r"\b[1-9]\d*\s+(?:failed|failures?|errors?)\b|\bFAILED\b|\btests?\s+failed\b|^FAIL\b", _M), -1),
+            (re.compile(r"\b\d+\s+passed\b|\b\d+\s+tests?,\s+0\s+failures?\b|^OK\b|\ball\s+tests?\s+pass(?:ed)?\b|\btests?\s+passed\b|\bTests:\s+\d+\s+passed\b", _M), 1),
+        ),
+    ),
+    "commit": Activity(
+        re.compile(r"\bcommitted\b|\bcommit(?:s)?\s+(?:succeeded|went\s+through)\b", _I),
+        re.compile(r"\bcommit", _I),
+        (
+            (re.compile(r"\bnothing\s+(?:added\s+)?to\s+commit\b|\bcommit\s+failed\b|\bpre-commit\b.*\bfail(?:ed|s|ure)?\b|"
+                        r"\bhook\b.*\b(?:failed|blocked|rejected)\b|^error:\s.*\b(?:commit|merge)\b", _M), -1),
+            (re.compile(r"^\[[\w./-]+(?:\s+\(root-commit\))?\s+[0-9a-f]{7,}\]", _M), 1),
+        ),
+    ),
+    "push": Activity(
+        re.compile(r"\bpushed\b", _I),
+        re.compile(r"\bpush", _I),
+        (
+            (re.compile(r"!\s*\[rejected\]|\bfailed\s+to\s+push\b|^fatal:|^error:\s.*\b(?:push|refs)\b", _M), -1),
+            (re.compile(r"^\s*(?:[0-9a-f]{7,}\.\.[0-9a-f]{7,}|\*\s+\[new\s+branch\])\s+\S+\s+->\s+\S+", _M), 1),
+        ),
+    ),
+    "migration": Activity(
+        re.compile(r"\bmigrations?\b[^.;\n]{0,60}?\b(?:completed?|finished|succeeded|done|applied|ran\s+successfully)\b|\b(?:successfully\s+)?migrated\b", _I),
+        re.compile(r"\bmigrat", _I),
+        _outcome_lines(r"migrat"),
+    ),
+    "deploy": Activity(
+        re.compile(r"\b(?:deployed|rolled\s+out|shipped)\b|\b(?:deploy(?:ment)?|rollout)\b[^.;\n]{0,60}?\b(?:completed?|finished|succeeded|done|successful)\b|\b(?:is|are|went)\s+live\b", _I),
+        re.compile(r"\bdeploy|\brollout\b|\broll(?:ed|ing)?\s+out\b|\bkubectl\s+(?:apply|rollout)|\bhelm\s+(?:install|upgrade)|\bship(?:ped|ping)?\b", _I),
+        _outcome_lines(r"(?:deploy|roll(?:ed)?\s*out|ship)"),
+    ),
+    "release": Activity(
+        re.compile(r"\b(?:released|published)\b|\brelease\b[^.;\n]{0,40}?\b(?:was\s+|has\s+been\s+)?(?:cut|tagged|published)\b", _I),
+        re.compile(r"\brelease|\bpublish|\bgit\s+tag\b|\btagged\b", _I),
+        _outcome_lines(r"(?:releas|publish|tag)"),
+    ),
+    "announcement": Activity(
+        re.compile(r"\b(?:announced|notified|emailed)\b|\b(?:announcement|e-?mail|notification|newsletter)s?\b[^.;\n]{0,40}?\b(?:has\s+been\s+|have\s+been\s+|was\s+|were\s+)?sent\b|\bsent\s+(?:out\s+)?(?:the\s+|an?\s+)?(?:release\s+)?(?:announcement|e-?mail|notification)s?\b", _I),
+        re.compile(r"\bannounc|\bnotif(?:y|ied|ies|ication)|\be-?mail(?:ed|s)?\b|\bslack\b|\bnewsletter\b", _I),
+        (),
+    ),
+    "merge": Activity(
+        re.compile(r"\bmerged\b", _I),
+        re.compile(r"\bmerg", _I),
+        (
+            (re.compile(r"\bCONFLICT\b|\bAutomatic\s+merge\s+failed\b|\bmerge\s+failed\b|\bnot\s+mergeable\b", _M), -1),
+            (re.compile(r"\bMerge\s+made\s+by\b|^Fast-forward\b|\b(?:was\s+|been\s+)?merged\b", _M), 1),
+        ),
+    ),
+    "pull request": Activity(
+        re.compile(r"\bopened\s+(?:a|the|an)\s+(?:draft\s+)?(?:pull\s+request|PR|merge\s+request|MR)\b|\b(?:pull\s+request|PR)\s+(?:#\d+\s+)?(?:was\s+|is\s+|has\s+been\s+)?(?:opened|created|filed|up)\b", _I),
+        re.compile(r"\bpull\s+request|\bmerge\s+request|\bgh\s+pr\b|\bPR\b|/pull/\d", _I),
+        (
+            (re.compile(r"\bpull\s+request\b.*\b(?:failed|error|rejected)\b", _M), -1),
+            (re.compile(r"/pull/\d+|\bpull\s+request\b.*\b(?:created|opened)\b", _M), 1),
+        ),
+    ),
+    "build": Activity(
+        re.compile(r"\bbuild\b[^.;\n]{0,40}?\b(?:completed?|finished|succeeded|passe[sd]|is\s+green|successful)\b|\bcompiles?\s+(?:cleanly|successfully)\b|\bcompiled\s+(?:cleanly|successfully)\b", _I),
+        re.compile(r"\bbuild|\bcompil", _I),
+        (
+            (re.compile(r"\bbuild\s+(?:failed|error)|\bcompilation\s+(?:error|failed)|^error(?:\[E\d+\])?:\s|\*\*\s*\(CompileError\)", _M), -1),
+            (re.compile(r"\bbuild\s+(?:succeeded|successful|passed|finished|complete)|^\s*Finished\b|\bCompil(?:ed|ing)\s+\d+\s+files?\b|\bCompiled\b", _M), 1),
+        ),
+    ),
+}
+
+# a claim about how things are now ("tests pass", "the build is green", "is live"), judged by the last
+# outcome; any other claim is of an event ("committed", "deployed"), which one success shows happened
+_STATE = re.compile(r"\b(?:pass(?:es|ing)?|is|are|green|live|compiles?|succeeds)\b", _I)
+
+# a sentence that claims nothing done: a negation, a plan, a partial state, a condition
+_NOT_DONE = re.compile(
+    r"\b(?:not|never|nothing|none|neither|nor|no\s+longer|n't|without|yet\s+to|still\s+(?:fail|red|need)|will|would|going\s+to|"
+    r"to\s+be|needs?\s+to|should|must|plan(?:s|ned)?\s+to|next|remaining|pending|todo|half|partial(?:ly)?|"
+    r"in\s+progress|once|if|until|unless|whether|attempt(?:ed|ing)?|tr(?:y|ied|ying)\s+to)\b",
+    _I,
+)
+# a heading whose items are plans, not outcomes ("Pending Tasks:", "## Next steps", "7. Remaining work")
+_PLAN_HEADING = re.compile(
+    r"^[ \t]*(?:#{1,6}[ \t]*|\d{1,3}[.)][ \t]*|[-*•][ \t]*)?\**[^\n]{0,40}?\b(?:pending|next|remaining|todo|to-do|"
+    r"plan(?:ned)?|outstanding|open|future|upcoming|optional)\b[^\n]{0,40}:?\**[ \t]*:?[ \t]*$",
+    _M,
+)
+_HEADING = re.compile(r"^[ \t]*(?:#{1,6}[ \t]+[^\n]+|(?:\d{1,3}[.)][ \t]+)?\**[A-Z][^\n:]{0,60}\**:?\**[ \t]*:?)[ \t]*$", _M)
+_REQUEST = re.compile(
+    r"\b(?:please|can\s+you|could\s+you|would\s+you|make\s+sure|ensure|should|need\s+to|needs\s+to|must|"
+    r"let's|let\s+us|want\s+(?:you|to)|try\s+to|until)\b|\?\s*$",
+    _I,
+)
+
+
+@rule("completion", (UNSUPPORTED_COMPLETION,),
+      "Work the summary says is done is not contradicted by its last outcome, and appears in the conversation at all.")
+def check_completions(ev: Evidence) -> list[GroundingFinding]:
+    return completions(ev)
+
+
+def completions(ev: Evidence) -> list[GroundingFinding]:
+    """One finding per activity the summary claims done that the conversation contradicts (error),
+    never shows (warning), or shows without an outcome (information)."""
+    text = ev.text
+    claimed = [(name, a) for name, a in ACTIVITIES.items() if a.claim.search(text)]
+    if not claimed:
+        return []
+    plans = _plan_sections(text)
+    conversation = [ev.sources[i] for i in ev.conversation]
+    # asking for the work is not doing it: a user's request is no outcome
+    evidence = [s.text for s in conversation if not (s.role == "user" and _REQUEST.search(s.text))]
+    out: list[GroundingFinding] = []
+    for name, activity in claimed:
+        claim = _first_claim(text, activity.claim, plans)
+        if claim is None:
+            continue
+        # a source line that itself says it was done ("deployed cart-api v2.1.0 to prod") is an outcome too
+        outcomes = (*activity.outcomes, (activity.claim, 1))
+        verdicts = [o for s in evidence for o in [_outcome(s, outcomes)] if o is not None]
+        offset, said, clause = claim
+        if _tied_outcome(clause, evidence, outcomes):
+            continue  # "31 tests pass": about the run that printed 31, which passed
+        state = bool(_STATE.search(said))
+        if verdicts and (verdicts[-1] > 0 or (not state and max(verdicts) > 0)):
+            continue  # a state holds if its last outcome did; an event happened if any outcome shows it
+        if verdicts:
+            which = "last outcome" if state else "every outcome"
+            severity, why = "error", f"the conversation's {which} of the {name} is a failure"
+        elif any(activity.mention.search(s.text) for s in conversation):
+            severity, why = "info", f"the conversation mentions the {name} but shows no outcome of it (cannot be verified)"
+        else:
+            severity, why = "warning", f"the conversation shows no {name} at all"
+        out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
+                           f"the summary claims {said!r} but {why}", offset=offset, category=name))
+    return out
+
+
+def _first_claim(text: str, claim_rx: re.Pattern[str], plans: list[tuple[int, int]]) -> tuple[int, str, str] | None:
+    """(offset, the claim's words, its clause) of the first sentence that claims the work done."""
+    for offset, sentence in sentences(text):
+        if any(a <= offset < b for a, b in plans):
+            continue
+        for m in claim_rx.finditer(sentence):
+            clause = _clause_around(sentence, m.start(), m.end())
+            if not _NOT_DONE.search(clause):
+                return offset + m.start(), m.group(0), clause
+    return None
+
+
+_FIGURE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?(?![\w.])")
+
+
+def _tied_outcome(clause: str, evidence: list[str], outcomes: tuple[tuple[re.Pattern[str], int], ...]) -> bool:
+    """A claim that states a figure ("31 tests pass") is about the outcome that printed it: some
+    successful outcome line states the same figure."""
+    figures = set(_FIGURE.findall(clause))
+    if not figures:
+        return False
+    for text in evidence:
+        if not any(f in text for f in figures):
+            continue
+        for rx, polarity in outcomes:
+            if polarity < 0:
+                continue
+            for m in rx.finditer(text):
+                a = text.rfind("\n", 0, m.start()) + 1
+                b = text.find("\n", m.end())
+                line = text[a : b if b >= 0 else len(text)]
+                failed = any(r.search(line) for r, p in outcomes if p < 0)
+                if not failed and figures & set(_FIGURE.findall(line)):
+                    return True
+    return False
+
+
+def _clause_around(sentence: str, start: int, end: int) -> str:
+    """The clause of ``sentence`` holding [start, end): cut at ; , and before "but"."""
+    left = max(sentence.rfind(sep, 0, start) for sep in (";", ",", " but ", "—", " - ")) + 1
+    rights = [i for i in (sentence.find(sep, end) for sep in (";", ",", " but ", "—", " - ")) if i >= 0]
+    return sentence[left : min(rights) if rights else len(sentence)]
+
+
+def _plan_sections(text: str) -> list[tuple[int, int]]:
+    """[start, end) of every section headed as a plan, up to the next heading."""
+    headings = [(m.start(), m.end()) for m in _HEADING.finditer(text)]
+    out = []
+    for m in _PLAN_HEADING.finditer(text):
+        following = [a for a, _ in headings if a > m.start()]
+        out.append((m.end(), following[0] if following else len(text)))
+    return out
+
+
+def _outcome(text: str, patterns: tuple[tuple[re.Pattern[str], int], ...]) -> int | None:
+    """+1 / -1 of the last outcome line in ``text``, if any; a line that reports both ("3 failed,
+    12 passed") is a failure."""
+    lines: dict[int, int] = {}
+    for rx, polarity in patterns:
+        for m in rx.finditer(text):
+            start = text.rfind("\n", 0, m.start()) + 1
+            lines[start] = min(lines.get(start, polarity), polarity)
+    if not lines:
+        return None
+    return lines[max(lines)]

@@ -1,0 +1,120 @@
+"""What a rule judges: one derived text, everything its summarizer saw, and the indexes over them
+that every rule shares (each built once, on first use).
+
+A tool call and its result are one unit of evidence: the command ``mix test test/x_test.exs`` and
+its output ``15 tests, 0 failures`` state one fact together, so rules that ask "which source states
+these two things together?" ask it of units, not of spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from projections.grounding.specifics import SourceIndex, Specific, extract
+
+__all__ = ["Source", "Evidence", "as_sources", "source_of", "DESCRIPTIVE_HARNESS"]
+
+# Harness text that tells the model what to do (the compaction prompt, the pointer after a summary,
+# the caveat before a local command): it describes work, it is no evidence that anything was done.
+DESCRIPTIVE_HARNESS = frozenset({"compaction-prompt", "compact-trailer", "local-command-caveat"})
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A source observation's text and who said it (``user``, ``assistant``, ``tool``, ``system``;
+    empty when unknown). ``harness``: text a tool's harness wrote around the conversation (its tag,
+    or True): it grounds, but a summary is not expected to keep its specifics. ``call``: the tool
+    call id that joins a tool call to its result (one unit of evidence)."""
+
+    text: str
+    role: str = ""
+    harness: bool | str = False
+    call: str = ""
+
+    @property
+    def speaks_for_user(self) -> bool:
+        """The user's voice: what the user wrote or typed, and the instructions the user had the
+        harness deliver in the user's turn (project context, hook output); not the harness's own
+        prompt or pointers (``DESCRIPTIVE_HARNESS``), not tools, not the assistant."""
+        return self.role == "user" and self.harness not in DESCRIPTIVE_HARNESS
+
+
+def source_of(observed: Any) -> Source:
+    """An observed span (or ``Observed`` event) as the rules read it: its text, role, harness tag
+    and tool call id (which joins a call to its result)."""
+    meta = observed.meta
+    harness = meta.get("harness") or False
+    call = meta.get("tool_call_id")
+    return Source(observed.text, observed.role, harness if isinstance(harness, str) else bool(harness),
+                  call if isinstance(call, str) else "")
+
+
+def as_sources(sources: Sequence[str | Source]) -> list[Source]:
+    return [s if isinstance(s, Source) else Source(s) for s in sources]
+
+
+class Evidence:
+    """A derived ``text`` and its ``sources``, with the indexes the rules share."""
+
+    def __init__(
+        self,
+        text: str,
+        sources: Sequence[str | Source],
+        *,
+        index: SourceIndex | None = None,
+        found: list[Specific] | None = None,
+        lowercase_vocabulary: frozenset[str] | None = None,
+    ):
+        self.text = text
+        self.sources = as_sources(sources)
+        self.index = index if index is not None else SourceIndex.build([s.text for s in self.sources])
+        self.found = found if found is not None else extract(text, lowercase_vocabulary=lowercase_vocabulary)
+        self.roles_known = any(s.role for s in self.sources)
+
+    @cached_property
+    def units(self) -> list[tuple[int, ...]]:
+        """Source indexes grouped into units of evidence: a tool call with its result(s), every
+        other source alone, in order."""
+        out: list[list[int]] = []
+        open_calls: dict[str, list[int]] = {}
+        for i, s in enumerate(self.sources):
+            if s.call:
+                unit = open_calls.get(s.call)
+                if unit is not None:
+                    unit.append(i)
+                    continue
+                unit = [i]
+                open_calls[s.call] = unit
+                out.append(unit)
+            else:
+                out.append([i])
+        return [tuple(u) for u in out]
+
+    @cached_property
+    def unit_of(self) -> list[int]:
+        """For each source index, the index of its unit."""
+        owner = [0] * len(self.sources)
+        for u, members in enumerate(self.units):
+            for i in members:
+                owner[i] = u
+        return owner
+
+    @cached_property
+    def conversation(self) -> list[int]:
+        """Indexes of the sources that are the conversation itself (not descriptive harness text)."""
+        return [i for i, s in enumerate(self.sources) if s.harness not in DESCRIPTIVE_HARNESS]
+
+    @cached_property
+    def user_texts(self) -> list[str]:
+        """What the user said (every source when no roles are known)."""
+        if not self.roles_known:
+            return [s.text for s in self.sources]
+        return [s.text for s in self.sources if s.speaks_for_user]
+
+    @cached_property
+    def user_index(self) -> SourceIndex | None:
+        texts = self.user_texts
+        return SourceIndex.build(texts) if texts else None

@@ -1,0 +1,96 @@
+"""Rule ``instruction``: what a summary says the user asked for is in the user's own words.
+
+A resumed agent executes what its summary says the user wanted, so "the user asked to …" must be
+stated in the user's voice: a user message, a command the user typed, or the project instructions
+the harness delivers in the user's turn -- not a tool's output or the assistant's own plans. The claim is its verb phrase: quotations and parentheses
+inside it cite evidence (an issue title read from a tool, "epic: …") and are checked as literals by
+the ``literal`` rule, not as the user's words. A claim whose words no user message holds is a
+warning (an instruction that appears nowhere); its literals that no source holds at all are errors
+of the ``literal`` rule.
+"""
+
+from __future__ import annotations
+
+import re
+
+from projections.grounding.evidence import Evidence
+from projections.grounding.registry import GroundingFinding, finding, rule
+from projections.grounding.specifics import extract, tokens
+from projections.grounding.text import clip, content_words, sentences
+
+__all__ = ["INVENTED_INSTRUCTION", "user_instructions", "INSTRUCTION_SUPPORT"]
+
+INVENTED_INSTRUCTION = "invented-instruction"
+INSTRUCTION_SUPPORT = 0.5  # share of the claim's content words one user message must state
+
+_INSTRUCTION = re.compile(
+    r"\b(?:the\s+)?user(?:'s)?\s+(?:has\s+|had\s+|also\s+|then\s+|explicitly\s+|specifically\s+)?"
+    r"(?:asked|requested|wants|wanted|instructed|told|insisted|prefers|preferred|would\s+like|needs|"
+    r"expects|demanded|directed|approved|agreed|confirmed|said|mentioned|specified|chose|decided)\b"
+    r"|\b(?:per|following|according\s+to|as\s+per)\s+(?:the\s+)?user(?:'s)?\s+(?:request|instructions?|wishes|"
+    r"preference|direction|guidance|orders?)\b"
+    r"|\bas\s+(?:the\s+)?user\s+(?:requested|asked|instructed|wanted|said)\b"
+    r"|\buser\s+(?:request|instruction|requirement)s?\s*(?::|was|were|is|are)"
+    r"|\bthe\s+user(?:'s)?\s+(?:request|instruction|requirement|ask)\s+(?:was|is)\s+to\b",
+    re.IGNORECASE,
+)
+# cited evidence inside a claim: "…", “…”, `…`, (…)
+_CITED = re.compile(r"\"[^\"\n]{1,300}\"|“[^”\n]{1,300}”|`[^`\n]{1,300}`|\([^()\n]{1,300}\)")
+_APPOSITIVE = re.compile(r"\s+[-–—]\s+|,\s+(?:a|an|the|which|whose|titled|called)\s+|\s+\(")
+_QUOTED = re.compile(r"\"([^\"\n]{4,300})\"|“([^”\n]{4,300})”")
+
+
+@rule("instruction", (INVENTED_INSTRUCTION,),
+      "What the summary says the user asked for is in a user message or a command the user typed.")
+def check_instructions(ev: Evidence) -> list[GroundingFinding]:
+    return user_instructions(ev)
+
+
+def user_instructions(ev: Evidence) -> list[GroundingFinding]:
+    """Claims about what the user asked for whose words no user source states."""
+    text = ev.text
+    out: list[GroundingFinding] = []
+    if _INSTRUCTION.search(text) is None:
+        return out
+    user_texts = ev.user_texts
+    user_words = [content_words(t) for t in user_texts]
+    user_index = ev.user_index
+    for offset, sentence in sentences(text):
+        m = _INSTRUCTION.search(sentence)
+        if m is None:
+            continue
+        claim = sentence[m.end() :].strip(" :,.-")
+        if len(claim) < 3:
+            claim = sentence[: m.start()].strip(" :,.-")  # "Keep v1 until Friday, as the user asked."
+        if _quotes_a_user(claim, user_texts):
+            continue  # the words quoted are the user's own
+        # the request is the verb phrase: an appositive after it ("bead X - an epic with 3 tasks",
+        # "bead X, a P1 epic titled …") describes what was read from a tool, and cited titles and
+        # asides are evidence, checked as literals
+        request = _CITED.sub(" ", _APPOSITIVE.split(claim, 1)[0])
+        words = content_words(request)
+        specifics = [sp for sp in extract(request) if not sp.weak and sp.category != "quote"]
+        if not words and not specifics:
+            continue
+        best = max((len(words & uw) / len(words) for uw in user_words), default=0.0) if words else 1.0
+        missing = [sp.text for sp in specifics if user_index is None or not user_index.supports(sp)[0]]
+        if best >= INSTRUCTION_SUPPORT and not missing:
+            continue
+        who = "no user message" if not user_texts else "none of the user's messages"
+        why = f" (the user never mentions {', '.join(repr(x) for x in missing[:3])})" if missing else ""
+        out.append(finding(
+            "instruction", INVENTED_INSTRUCTION, "warning", sentence.strip(),
+            f"the summary says the user asked for {clip(claim)!r}, which {who} among its sources says{why}",
+            offset=offset + m.start(), category="instruction", support=round(best, 2),
+        ))
+    return out
+
+
+def _quotes_a_user(claim: str, user_texts: list[str]) -> bool:
+    """The claim quotes the user's own words (what follows the quote is context, not the request)."""
+    folded = [" ".join(tokens(t)) for t in user_texts]
+    for m in _QUOTED.finditer(claim):
+        quoted = " ".join(tokens(m.group(1) or m.group(2)))
+        if quoted and any(quoted in f for f in folded):
+            return True
+    return False

@@ -1,0 +1,290 @@
+"""Rule ``literal``: every literal a summary states must be in something its summarizer saw.
+
+A literal is a specific (``projections.grounding.specifics``): a quotation, a number with its unit,
+a time, a date, a version, an id, a hash, a path, a URL, a host, a name. One that no source states,
+after normalization, is an invented or altered fact -- the seed's "the migration completed at
+14:02" -- and an error. What the contract does not call a literal is graded down:
+
+- a proper name no source uses (a person, a product) is a warning: an entity that appears nowhere;
+- what a faithful summary may produce without copying it is information: a bare count ("8 ready
+  issues": the summarizer counted), a capitalized word at the start of a sentence, unless the
+  sources state a different count of the same thing (then it was altered: an error);
+- a quotation that differs from the source's words by small edits is a near-quote (information),
+  and so is a quotation of a pattern written with placeholders (`00-<32hex>-<16hex>-01`) whose
+  fixed parts a source states.
+"""
+
+from __future__ import annotations
+
+import re
+from difflib import SequenceMatcher
+
+from projections.grounding.evidence import Evidence
+from projections.grounding.registry import GroundingFinding, finding, rule
+from projections.grounding.specifics import SourceIndex, Specific, tokens
+
+__all__ = ["UNSUPPORTED", "NEAR_QUOTE", "unsupported", "NEAR_QUOTE_RATIO"]
+
+UNSUPPORTED = "unsupported-specific"
+NEAR_QUOTE = "near-quote"
+NEAR_QUOTE_RATIO = 0.9  # a quote this close to source words (by character edits) is a near-quote, not an invention
+
+_CATEGORY_WORDS = {
+    "time": "time", "date": "date", "quantity": "quantity", "number": "number", "version": "version",
+    "uuid": "UUID", "hash": "hash", "code": "code", "identifier": "identifier", "path": "path",
+    "url": "URL", "email": "email address", "host": "host", "quote": "quotation", "name": "name",
+}
+# metasyntax in a quoted pattern: <32hex>, ${trace_id}, {id}, ..., …, XXX
+_PLACEHOLDER = re.compile(r"<[^<>\s]{1,40}>|\$\{[^}]{1,40}\}|\{[A-Za-z_][\w.]{0,30}\}|\.\.\.|…|\bX{3,}\b")
+
+
+@rule("literal", (UNSUPPORTED, NEAR_QUOTE),
+      "A literal the summary states (a quotation, a number with its unit, an id, a hash, a path, a time) "
+      "is in something the summarizer saw.", claims=False)
+def check_literals(ev: Evidence) -> list[GroundingFinding]:
+    return unsupported(ev.text, ev.index, found=ev.found)
+
+
+def unsupported(text: str, index: SourceIndex, *, found: list[Specific]) -> list[GroundingFinding]:
+    """Findings for the specifics ``found`` in ``text`` that ``index`` does not support."""
+    out: list[GroundingFinding] = []
+    seen: set[str] = set()
+    n_sources = len(index.texts)
+    # a quoted pattern (`00-<32hex>-<16hex>-01`) is checked whole: the figures inside it are its own
+    patterns = [(sp.start, sp.end) for sp in found if sp.category == "quote" and _PLACEHOLDER.search(sp.text)]
+    for sp in found:
+        if patterns and sp.category != "quote" and any(a <= sp.start and sp.end <= b for a, b in patterns):
+            continue
+        ok, near = index.supports(sp)
+        if ok:
+            continue
+        if sp.key in seen:
+            continue
+        seen.add(sp.key)
+        if sp.category == "quote":
+            note = _quote_note(sp, index)
+            if note is not None:
+                close, why = note
+                out.append(finding("literal", NEAR_QUOTE, "info", sp.text, why.format(q=sp.text, close=close),
+                                   offset=sp.start, category="quote", near=[close] if close else []))
+                continue
+        severity = _severity(sp, near)
+        how = computed(sp, text, index) if severity != "info" and not (sp.category == "number" and sp.noun and near) else ""
+        if how:
+            severity = "info"  # the summarizer's arithmetic, which no source prints: cannot be verified
+        what = _CATEGORY_WORDS.get(sp.category, sp.category)
+        message = f"{what} {sp.text!r} is " + (
+            "not in its source observation" if n_sources == 1 else f"in none of its {n_sources} source observations"
+        )
+        if near:
+            message += f" (they say {', '.join(repr(x) for x in near)})"
+        elif how:
+            message += f" (it may be computed: {how})"
+        elif sp.weak and sp.category == "number":
+            message += " (a count may have been inferred)"
+        elif sp.weak and sp.category == "name":
+            message += " (a capitalized word at the start of a sentence)"
+        out.append(finding("literal", UNSUPPORTED, severity, sp.text, message, offset=sp.start,
+                           category=sp.category, near=list(near)))
+    return out
+
+
+def _severity(sp: Specific, near: list[str]) -> str:
+    if sp.weak:
+        # A small count is the summarizer's own (it counted), unless the sources state a different
+        # count of the same thing: then it was altered.
+        if sp.category == "number" and sp.noun and near:
+            return "error"
+        return "info"
+    if sp.category == "name" and _proper_name(sp.text):
+        return "warning"
+    return "error"
+
+
+def _proper_name(text: str) -> bool:
+    """A plain name (``Rotili``, ``Priya``, ``GDPR``), not an identifier (``LiveView``,
+    ``billing-api``, ``retry_budget``), which is a literal like any id."""
+    body = text[:-2] if text.endswith("'s") else text
+    return body.isalpha() and (body.isupper() or body[1:].islower())
+
+
+def _quote_note(sp: Specific, index: SourceIndex) -> tuple[str, str] | None:
+    """(closest source words, message) when an unsupported quotation is a near-quote: the same
+    words misquoted, code re-typed from what was read, or a pattern whose fixed parts a source
+    states; None when it is an invention."""
+    close = _near_quote(sp.value, index)
+    if close is not None:
+        return close, "quotation {q!r} is not verbatim; the closest source words are {close!r}"
+    close = _code_words(sp, index)
+    if close is not None:
+        return close, "quotation {q!r} is not verbatim; the closest source words are {close!r}"
+    if _pattern_stated(sp.text, index):
+        return "", "quotation {q!r} is a pattern (placeholders stand for values); its fixed parts are in the sources"
+    return None
+
+
+def _pattern_stated(quoted: str, index: SourceIndex) -> bool:
+    """A quoted pattern (``00-<32hex>-<16hex>-01``): placeholders aside, every fixed part of it is
+    in one source."""
+    inner = quoted.strip("`\"'“”")
+    if not _PLACEHOLDER.search(inner):
+        return False
+    parts = [p.strip() for p in _PLACEHOLDER.split(inner)]
+    parts = [p for p in parts if p.strip("-_.,:;/ ")]
+    if not parts:
+        return False
+    lowered = [t.lower() for t in index.texts]
+    return any(all(p.lower() in t for p in parts) for t in lowered)
+
+
+def _near_quote(value: str, index: SourceIndex) -> str | None:
+    """The source words closest to a quote that is not verbatim, when they differ by small edits
+    (a word changed or dropped, different punctuation, a typo): the same words, misquoted."""
+    words = value.split()
+    if len(words) < 3:
+        return None
+    want = len(words)
+    wanted = set(words)
+    matcher = SequenceMatcher(None, autojunk=False)
+    matcher.set_seq2(value)  # the quote is the sequence the matcher indexes, once
+    best, best_ratio = None, 0.0
+    for toks in index.tok_lists:
+        if len(wanted.intersection(toks)) < want / 2:
+            continue
+        for size in (want - 1, want, want + 1):
+            if size < 1 or size > len(toks):
+                continue
+            for i in range(len(toks) - size + 1):
+                window = toks[i : i + size]
+                if window[0] not in wanted and window[-1] not in wanted:
+                    continue
+                candidate = " ".join(window)
+                matcher.set_seq1(candidate)
+                # the cheap upper bounds first: most windows cannot reach the ratio
+                floor = max(best_ratio, NEAR_QUOTE_RATIO)
+                if matcher.real_quick_ratio() < floor or matcher.quick_ratio() < floor:
+                    continue
+                ratio = matcher.ratio()
+                if ratio > best_ratio:
+                    best, best_ratio = candidate, ratio
+    return best if best_ratio >= NEAR_QUOTE_RATIO else None
+
+
+def _code_words(sp: Specific, index: SourceIndex) -> str | None:
+    """A backticked code span whose every word the sources use: code re-typed from what was read
+    (``{:ok, trace_id} | :error``), not copied; a note, not an invention."""
+    if not sp.text.startswith("`"):
+        return None
+    words = tokens(sp.text)
+    if len(words) >= 2 and all(w in index.toks for w in words):
+        return " ".join(words)
+    return None
+
+
+# -- figures the summarizer computed ------------------------------------------------------------
+
+_OF_TOTAL = re.compile(r"\s*(?:of|out\s+of|/)\s*\d")
+_FIGURE = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])\d+(?:\.\d+)?(?![\w])")
+
+
+def _figures(line: str) -> list[float]:
+    return [float(m.group(0).replace(",", "")) for m in _FIGURE.finditer(line)]
+
+
+def _line_at(text: str, offset: int) -> str:
+    a = text.rfind("\n", 0, offset) + 1
+    b = text.find("\n", offset)
+    return text[a : b if b >= 0 else len(text)]
+
+
+def computed(sp: Specific, text: str, index: SourceIndex) -> str:
+    """How a number no source states could be the summarizer's own arithmetic, or "": a position or
+    count out of a total ("job 4 of 7"); a sum, difference or percentage of two figures stated
+    together (on one line of the summary, or one line of a source: "2 failed, 311 passed" gives
+    313); a figure a source states in another unit of the same dimension, to the precision it is
+    written with ("18874368" KiB is "about 18 GiB"). Only figures stated together count: in a long
+    session almost any number is the sum of some two others."""
+    if sp.category not in ("number", "quantity"):
+        return ""
+    if sp.category == "number" and _OF_TOTAL.match(text, sp.end):
+        return "a count out of a total"
+    if sp.category == "quantity":
+        dim, values = sp.value
+        v = values[0]
+        if dim == "%":
+            return _percentage(v, text, sp, index)
+        return _converted(dim, values, sp, index)
+    return _arithmetic(float(sp.value), text, sp, index)
+
+
+def _pairs_in(lines: list[list[float]]):
+    for figures in lines:
+        for i, a in enumerate(figures):
+            for b in figures[i + 1 :]:
+                yield a, b
+
+
+def _lines_with_figures(text: str, sp: Specific, index: SourceIndex) -> list[list[float]]:
+    own = _line_at(text, sp.start)
+    mine = [f for f in _figures(own[: sp.start - (text.rfind("\n", 0, sp.start) + 1)] + " " + own[sp.end - (text.rfind("\n", 0, sp.start) + 1) :])]
+    out = [mine]
+    for t in index.texts:
+        if len(t) > 200_000:
+            continue
+        for line in t.split("\n"):
+            if any(c.isdigit() for c in line):
+                figures = _figures(line)
+                if 2 <= len(figures) <= 12:
+                    out.append(figures)
+    return out
+
+
+def _arithmetic(v: float, text: str, sp: Specific, index: SourceIndex) -> str:
+    lines = _lines_with_figures(text, sp, index)
+    for figures in lines:
+        if len(figures) > 2 and sum(figures) == v:
+            return "the total of the figures stated together"
+    for a, b in _pairs_in(lines):
+        if v in (a + b, abs(a - b)) and v not in (a, b):
+            return f"the sum or difference of {a:g} and {b:g}, stated together"
+    return ""
+
+
+def _percentage(v: float, text: str, sp: Specific, index: SourceIndex) -> str:
+    step = max(0.5, 10.0 ** -len(sp.text.split(".", 1)[1].rstrip("% ")) if "." in sp.text else 0.5)
+    for a, b in _pairs_in(_lines_with_figures(text, sp, index)):
+        for part, whole in ((a, b), (b, a)):
+            if whole and 0 < part <= whole and abs(100 * part / whole - v) <= step:
+                return f"{part:g} of {whole:g}, as a percentage"
+    return ""
+
+
+def _converted(dim: str, values: tuple[float, ...], sp: Specific, index: SourceIndex) -> str:
+    from projections.grounding.specifics import unit_factors
+
+    written = _first_figure(sp.text)
+    if written is None:
+        return ""
+    step = _written_step(sp.text)
+    for n in index.numbers:
+        if n < 100:
+            continue  # a short figure converts into too many others by chance
+        for f in unit_factors(dim):
+            for v in values:
+                scale = v / written if written else 0
+                if f and scale and f != scale and abs(n * f - v) <= max(step * scale, 0.1 * v if sp.hedge else 0):
+                    return f"{n:g} in another unit"
+    return ""
+
+
+def _first_figure(text: str) -> float | None:
+    m = _FIGURE.search(text)
+    return float(m.group(0).replace(",", "")) if m else None
+
+
+def _written_step(text: str) -> float:
+    m = _FIGURE.search(text)
+    if m is None:
+        return 0.0
+    digits = m.group(0).replace(",", "")
+    return 0.5 * 10.0 ** -len(digits.split(".", 1)[1]) if "." in digits else 0.5

@@ -1,0 +1,136 @@
+"""Rule ``status``: a status the summary gives a thing is not the opposite of what its sources say.
+
+"billing-api was not rolled back" when a source says billing-api was rolled back; "the deploy
+succeeded" when the sources say it failed: the sources contradict the summary (an error). Statuses
+are compared only where a source names the same thing with a status of the same family
+(outcome, rollback, restart, merge, approval), with negation applied ("not", "0 failed").
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Sequence
+
+from projections.grounding.evidence import DESCRIPTIVE_HARNESS, Evidence, Source
+from projections.grounding.registry import GroundingFinding, finding, rule
+from projections.grounding.specifics import SourceIndex, Specific, extract, tokens
+from projections.grounding.text import clauses, clip, sentences
+
+__all__ = ["STATUS_FLIP", "status_flips", "within", "ENTITY_CATEGORIES"]
+
+STATUS_FLIP = "status-flip"
+
+# status families: word pattern -> (family, polarity)
+_STATUS = [
+    (re.compile(r"\b(?:succeed(?:ed|s)?|successful(?:ly)?|completed?|finished|passed|healthy|recovered|up)\b", re.I), "outcome", 1),
+    (re.compile(r"\b(?:fail(?:ed|s|ure)?|errored|errors?|exceptions?|crashed|aborted|broke|broken|timed\s+out|time-?outs?|down|unhealthy|HTTP\s+5\d\d)\b|(?:->|returned|status)\s+5\d\d\b", re.I), "outcome", -1),
+    (re.compile(r"\b(?:rolled\s+back|reverted|roll\s*back)\b", re.I), "rollback", 1),
+    (re.compile(r"\b(?:restarted|rebooted|bounced)\b", re.I), "restart", 1),
+    (re.compile(r"\b(?:merged)\b", re.I), "merge", 1),
+    (re.compile(r"\b(?:approved)\b", re.I), "approval", 1),
+]
+_NEGATED = re.compile(r"\b(?:not|never|no|no\s+longer|n't|without|didn't|wasn't|weren't|hasn't|haven't|isn't|aren't|nor)\b", re.I)
+# a word stem of every status pattern above: a sentence with none of them has no status
+_STATUS_HINTS = (
+    "succe", "complet", "finish", "pass", "health", "recover", "up", "fail", "error", "exception", "crash",
+    "abort", "brok", "timed", "time", "down", "-> 5", "returned 5", "status 5", "http 5", "roll", "revert",
+    "restart", "reboot", "bounce", "merged", "approved",
+)
+ENTITY_CATEGORIES = ("name", "identifier", "host", "path", "version", "code", "hash", "uuid")
+
+
+def _statuses(clause: str) -> list[tuple[str, int, int]]:
+    """(family, polarity, offset) for each status word in the clause, negation applied."""
+    lowered = clause.lower()
+    if not any(hint in lowered for hint in _STATUS_HINTS):
+        return []  # most sentences state no status: a few substring tests instead of a search per family
+    return _scan_statuses(clause)
+
+
+def _scan_statuses(clause: str) -> list[tuple[str, int, int]]:
+    out = []
+    for rx, family, polarity in _STATUS:
+        for m in rx.finditer(clause):
+            before = clause[max(0, m.start() - 24) : m.start()]
+            neg = bool(_NEGATED.search(before))
+            if family == "outcome" and re.search(r"\b(?:0|zero|no)\s*$", before):
+                neg = not neg  # "0 failed", "no errors"
+            polarity = -polarity if neg else polarity
+            out.append((family, polarity, m.start()))
+            if family == "rollback" and polarity > 0:
+                out.append(("outcome", -1, m.start()))  # what was rolled back did not succeed
+    return out
+
+
+def _entity_keys(clause: str, found: list[Specific]) -> set[str]:
+    return {"".join(tokens(sp.text)) for sp in found if sp.category in ENTITY_CATEGORIES and not sp.weak}
+
+
+def within(found: list[Specific], start: int, end: int, starts: list[int] | None = None) -> list[Specific]:
+    """The specifics inside [start, end) of a list sorted by start (``starts``: their starts)."""
+    starts = starts if starts is not None else [sp.start for sp in found]
+    out = []
+    for k in range(bisect_left(starts, start), bisect_left(starts, end)):
+        if found[k].end <= end:
+            out.append(found[k])
+    return out
+
+
+@rule("status", (STATUS_FLIP,),
+      "A thing the summary gives a status (succeeded, failed, rolled back, restarted, or not) is not "
+      "given the opposite status wherever its sources name it.")
+def check_statuses(ev: Evidence) -> list[GroundingFinding]:
+    return status_flips(ev.text, ev.sources, ev.index, ev.found)
+
+
+def status_flips(
+    text: str, sources: Sequence[Source], index: SourceIndex | None = None, found: list[Specific] | None = None
+) -> list[GroundingFinding]:
+    """A thing the summary gives a status (succeeded, failed, rolled back, restarted, or not) whose
+    sources, wherever they name it with a status of the same kind, say the opposite. (``index`` and
+    ``found``: the sources' index and the summary's specifics, when already built.) Harness text
+    that instructs the model (the compaction prompt) is not a statement about anything."""
+    out: list[dict] = []
+    claims = []  # (offset, clause, statuses, entities): the summary first, the sources only if needed
+    needles: set[str] = set()  # a word of each such thing, to skip sources that name none of them
+    for offset, sentence in sentences(text):
+        for clause_offset, clause in clauses(sentence):
+            st = _statuses(clause)
+            if st:
+                start = offset + clause_offset
+                mine = within(found, start, start + len(clause)) if found is not None else extract(clause)
+                ents = _entity_keys(clause, mine)
+                if ents:
+                    claims.append((start, clause, st, ents))
+                    needles.update(t for sp in mine if sp.category in ENTITY_CATEGORIES for t in tokens(sp.text)[:1])
+    if not claims:
+        return out
+    src_sentences: list[tuple[set[str], list[tuple[str, int, int]]]] = []
+    for i, src in enumerate(sources):
+        if src.harness in DESCRIPTIVE_HARNESS:
+            continue
+        lowered = src.text.lower()
+        if not any(n in lowered for n in needles):
+            continue  # names none of the things the summary gives a status
+        starts = [sp.start for sp in index.per_text[i]] if index is not None else None
+        for start, sentence in sentences(src.text):
+            st = _statuses(sentence)
+            if st:
+                theirs = within(index.per_text[i], start, start + len(sentence), starts) if index is not None else extract(sentence)
+                src_sentences.append((_entity_keys(sentence, theirs), st))
+    for at_clause, clause, st, ents in claims:
+        for family, polarity, at in st:
+            said = {p for keys, sst in src_sentences if keys & ents for f, p, _ in sst if f == family}
+            if said and polarity not in said:
+                word = clause[at:].split()[0] if clause[at:].split() else clause
+                out.append(finding(
+                    "status", STATUS_FLIP, "error", clause.strip(),
+                    f"the summary says {clip(clause.strip())!r} but its sources say the opposite "
+                    f"about {', '.join(sorted(ents))} ({word!r} is contradicted)",
+                    offset=at_clause + at, category=family,
+                ))
+                break
+    return out
+
+

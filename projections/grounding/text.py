@@ -1,0 +1,83 @@
+"""How the rules cut a text: sentences (a Markdown list marker is not one), clauses, content words."""
+
+from __future__ import annotations
+
+import re
+
+from projections.grounding.specifics import extract, tokens
+
+__all__ = ["sentences", "clauses", "stem", "content_words", "clip", "STOP_WORDS"]
+
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+_CLAUSE = re.compile(r";|,\s+(?:and|but|while|whereas)\s+|\s+(?:and|but|while|whereas|then)\s+|,\s+|:\s+")
+# "2." or "-" alone: the marker of a list item, which belongs to the words after it
+_MARKER_ONLY = re.compile(r"\s*(?:\d{1,3}[.)]|[-*•]|#{1,6})\s*")
+
+STOP_WORDS = frozenset(
+    """a an the of in on at to for by with from and or but is are was were be been being has have had
+    it its this that these those as after before over under into onto up down out off than then so
+    please can could would should will shall may might must do does did done not no yes just also
+    only very more most some any all each both me my i we our us you your they them their he she his
+    her him user users asked ask asks asking request requested requests wants wanted want instructed
+    instruction instructions told tell said says say per explicitly like would about again still keep""".split()
+)
+
+
+def sentences(text: str) -> list[tuple[int, str]]:
+    """``(offset, sentence)`` for each non-empty sentence; a list item's number or bullet stays with
+    the words it numbers ("1. Fixed the parser." is one sentence, not "1." and another)."""
+    out: list[tuple[int, str]] = []
+    pos = 0
+    pending: int | None = None  # the offset of a marker waiting for its words
+    for m in _SENTENCE.finditer(text):
+        piece = text[pos : m.start()]
+        if _MARKER_ONLY.fullmatch(piece) and "\n" not in m.group(0):
+            pending = pos if pending is None else pending
+        else:
+            start = pos if pending is None else pending
+            if text[start : m.start()].strip():
+                out.append((start, text[start : m.start()]))
+            pending = None
+        pos = m.end()
+    start = pos if pending is None else pending
+    if text[start:].strip():
+        out.append((start, text[start:]))
+    return out
+
+
+def clauses(sentence: str) -> list[tuple[int, str]]:
+    """``(offset, clause)`` pairs of a sentence, cut at commas, semicolons, colons and conjunctions."""
+    out, pos = [], 0
+    for m in _CLAUSE.finditer(sentence):
+        out.append((pos, sentence[pos : m.start()]))
+        pos = m.end()
+    out.append((pos, sentence[pos:]))
+    return [(o, c) for o, c in out if c.strip()]
+
+
+def stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def content_words(text: str) -> set[str]:
+    """The words that carry a claim: stems of its non-stop words outside its specifics (the verb,
+    the object: "delete", "timeout"). Specifics (a path, a service, a time) are checked on their own,
+    so a long path cannot outvote the verb beside it."""
+    rest = []
+    pos = 0
+    for sp in extract(text):
+        if sp.category == "quote":
+            continue
+        rest.append(text[pos : sp.start])
+        pos = max(pos, sp.end)
+    rest.append(text[pos:])
+    return {stem(t) for t in tokens(" ".join(rest)) if t.isdigit() or (len(t) >= 2 and t not in STOP_WORDS)}
+
+
+def clip(text: str, n: int = 80) -> str:
+    """One line of at most ``n`` characters, white space collapsed."""
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
