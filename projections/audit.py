@@ -38,7 +38,7 @@ from engine.spans import Provenance, Span
 from projections.buffer import apply
 from projections.buffer import BufferState
 from projections.grounding import MERGED, Source
-from projections.grounding.evidence import source_of
+from projections.grounding.evidence import seen_sources, source_of
 from projections.grounding.checker import LEXICAL, Checker, run_checker
 
 if TYPE_CHECKING:
@@ -286,6 +286,15 @@ def _compare(rebuilt: BufferState, state: BufferState, position: int) -> Finding
 
 
 def _sources_of(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Event | None]) -> tuple[list[Source], list[Finding]]:
+    """Everything the summarizer saw: the observations the derived span replaced (its sources), and
+    those it read but the compaction kept live (``meta["seen"]``: Codex keeps the recent user messages)."""
+    texts, findings = _replaced_sources(reader, span, fold, cache)
+    if texts:
+        texts.extend(seen_sources(reader, span))
+    return texts, findings
+
+
+def _replaced_sources(reader: LogReader, span: Span, fold: _Fold, cache: dict[int, Event | None]) -> tuple[list[Source], list[Finding]]:
     """A live derived span's original observations (text and role), and findings about them."""
     findings: list[Finding] = []
     derived = [s for s in span.sources if not s.startswith("o")]

@@ -22,7 +22,7 @@ import msgspec
 from engine.errors import InvalidInputError, LedgerError
 from projections.buffer import apply
 from projections.grounding.checker import LEXICAL, Checker, run_checker
-from projections.grounding.evidence import source_of
+from projections.grounding.evidence import seen_sources, source_of
 from engine.events import Event, Expanded, Observed, Pruned, Rederived, Rewritten
 from engine.spans import Provenance, Span
 
@@ -230,7 +230,7 @@ def _hit(
 def _judged(hit: BlameHit, span: Span, needle: str, reader: LogReader, checker: Checker) -> BlameHit:
     """The checker's findings on the derived span that concern the blamed text."""
     try:
-        sources = [source_of(s) for s in reader.originals(span.id)]
+        sources = [source_of(s) for s in reader.originals(span.id)] + seen_sources(reader, span)
     except LedgerError:
         return hit
     result = run_checker(checker, span.text, sources)

@@ -124,3 +124,33 @@ def test_the_audit_of_the_real_faithful_compaction_is_clean_and_a_planted_false_
     named = [f for f in check(text, sources).findings
              if f["severity"] in ("error", "warning") and at <= f["offset"] < at + len(planted)]
     assert {f["kind"] for f in named} == {"unsupported-completion"}
+
+
+def test_codex_keeps_recent_user_messages_live_and_they_still_ground_its_summary(tmp_path):
+    """Codex's local compaction keeps the recent user messages in the new history: the summarizer
+    read them, so a summary that restates them is grounded (they are its ``seen`` sources), while
+    they stay live, observed, outside the derived span."""
+    def line(ts, kind, payload):
+        return json.dumps({"timestamp": f"2026-10-21T09:00:{ts:02d}.000Z", "type": kind, "payload": payload})
+
+    def msg(role, text):
+        return {"type": "message", "role": role, "content": [{"type": "input_text" if role == "user" else "output_text", "text": text}]}
+
+    rows = [
+        line(0, "session_meta", {"id": "0199a3c4-1111-7222-8333-aaaabbbbcccc", "cwd": "/w"}),
+        line(1, "response_item", msg("user", "Keep the v1 endpoints of billing-api until 2026-11-30.")),
+        line(2, "response_item", {"type": "function_call", "name": "shell", "arguments": "{\"command\": [\"ls\"]}", "call_id": "c1"}),
+        line(3, "response_item", {"type": "function_call_output", "call_id": "c1", "output": "api_v1.py api_v2.py"}),
+        line(4, "response_item", msg("assistant", "Both API versions are in the repo.")),
+        line(5, "compacted", {"message": "Another language model started to solve this problem and produced a summary of its thinking process.\n"
+                                          "The user wants the billing-api v1 endpoints kept until 2026-11-30; api_v1.py and api_v2.py exist."}),
+    ]
+    f = tmp_path / "rollout-2026-10-21T09-00-00-0199a3c4-1111-7222-8333-aaaabbbbcccc.jsonl"
+    f.write_text("\n".join(rows) + "\n")
+    s = import_path(Ledger.open("memory://"), f, name="codex").session
+    d1 = _summary(s)
+    kept = [sp for sp in s.spans() if sp.provenance.value == "observed" and sp.role == "user"]
+    assert any("2026-11-30" in sp.text for sp in kept)  # the recent user message stayed live
+    assert all(sp.id not in d1.sources for sp in kept) and d1.meta.get("seen")
+    report = s.audit()
+    assert (report.errors, report.warnings) == (0, 0), [f.message for f in report.findings]

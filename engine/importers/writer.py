@@ -115,7 +115,11 @@ class SessionWriter:
         after = item.after(live) if callable(item.after) else item.after
         inputs = [sp for sp in live if sp.id not in kept]
         if item.text is not None and inputs:
-            self._rewrite(inputs, item.text, item.by, item.meta, item.role)
+            meta = item.meta
+            seen = [sp.id for sp in live if sp.id in kept and sp.provenance is Provenance.OBSERVED]
+            if seen:  # what the summarizer read and the compaction kept live (recent user messages)
+                meta = {**meta, "seen": seen[:1000]}
+            self._rewrite(inputs, item.text, item.by, meta, item.role)
         elif item.text is not None:
             # Nothing live to derive from (the transcript starts after a compaction): the summary is
             # all there is; keep it, observed, and say so.

@@ -15,7 +15,7 @@ from typing import Any
 
 from projections.grounding.specifics import SourceIndex, Specific, extract
 
-__all__ = ["Source", "Evidence", "as_sources", "source_of", "DESCRIPTIVE_HARNESS"]
+__all__ = ["Source", "Evidence", "as_sources", "source_of", "seen_sources", "DESCRIPTIVE_HARNESS"]
 
 # Harness text that tells the model what to do (the compaction prompt, the pointer after a summary,
 # the caveat before a local command): it describes work, it is no evidence that anything was done.
@@ -50,6 +50,21 @@ def source_of(observed: Any) -> Source:
     call = meta.get("tool_call_id")
     return Source(observed.text, observed.role, harness if isinstance(harness, str) else bool(harness),
                   call if isinstance(call, str) else "")
+
+
+def seen_sources(reader: Any, span: Any) -> list[Source]:
+    """The observations a compaction kept live that its summarizer read (``meta["seen"]``: Codex
+    keeps the recent user messages), as sources: the summary may state what they say."""
+    from engine.errors import LedgerError
+
+    seen = span.meta.get("seen")
+    out = []
+    for span_id in seen if isinstance(seen, list) else ():
+        try:
+            out.append(source_of(reader.original(span_id)))
+        except (LedgerError, TypeError):
+            continue
+    return out
 
 
 def as_sources(sources: Sequence[str | Source]) -> list[Source]:
