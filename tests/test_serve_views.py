@@ -5,6 +5,7 @@ The browser side is in ``tests/test_serve_views_browser.py``."""
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -309,3 +310,20 @@ def test_lost_of_what_is_no_summary_is_refused_and_the_log_unchanged(client, sto
     r = client.get(path)
     assert r.status_code == status and r.json()["type"] in ("SpanStateError", "UnknownSpanError"), r.json()
     assert _dump(store[1]) == before
+
+
+def test_search_keeps_its_index_beside_a_sqlite_store_and_builds_it_once(client, store):
+    ledger, path = store
+    assert client.get("/api/s/naive/search?q=503").status_code == 200
+    side = Path(f"{path}-search")
+    assert side.exists()
+    con = sqlite3.connect(side)
+    try:
+        (indexed,) = con.execute("SELECT count(*) FROM indexed").fetchone()
+    finally:
+        con.close()
+    assert indexed >= 1
+    app_viewer = client.app.app.state.viewer
+    first = app_viewer.search_index()
+    client.get("/api/s/guarded/search?q=503")
+    assert app_viewer.search_index() is first

@@ -68,7 +68,7 @@ from engine.viewer.cache import CurveCache
 from engine.viewer.compare import compare
 from engine.viewer.conversation import conversation
 from engine.viewer.routing import routed, segment
-from engine.viewer.search import search
+from engine.viewer.search import open_search_index, search
 
 if TYPE_CHECKING:
     from engine.ledger import Ledger
@@ -105,6 +105,7 @@ class _Viewer:
         self.ledger = ledger
         self.curves = CurveCache()
         self.verdicts = CurveCache(size=64)
+        self._index: Any = None
         self.fleet_enabled = fleet
         self.fleet_rows: dict[str, Any] | None = None
         self.fleet_note = "drift findings: the fleet view is off (--no-fleet); showing violations recorded in the log."
@@ -141,6 +142,12 @@ class _Viewer:
 
     def session(self, name: str):
         return self.ledger.session(name)
+
+    def search_index(self) -> Any:
+        with self._fleet_lock:
+            if self._index is None:
+                self._index = open_search_index(self.ledger)
+            return self._index
 
     def fleet_row(self, name: str) -> Any:
         return (self.fleet_rows or {}).get(name)
@@ -309,7 +316,7 @@ def conversation_fragment(v: _Viewer, request: Request) -> str:
 def _search(v: _Viewer, request: Request) -> dict[str, Any]:
     s = v.session(_param(request, "name"))
     q = request.query_params
-    return search(v.ledger, s, q.get("q") or "", role=q.get("role") or "", kind=q.get("kind") or "",
+    return search(v.search_index(), s, q.get("q") or "", role=q.get("role") or "", kind=q.get("kind") or "",
                   provenance=q.get("provenance") or "", findings_only=q.get("findings") in ("1", "on", "true"),
                   fleet_row=v.fleet_row(s.name))
 

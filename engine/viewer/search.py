@@ -13,22 +13,25 @@ if TYPE_CHECKING:
     from engine.ledger import Ledger
     from engine.session import Session
 
-__all__ = ["FETCH", "MAX_QUERY", "search"]
+__all__ = ["FETCH", "MAX_QUERY", "open_search_index", "search"]
 
 MAX_QUERY = 500
 FETCH = 200  # hits read from the index before the filters; a page shows up to ``limit`` of them
 PROVENANCES = ("", "observed", "derived")
 
 
-def _index(ledger: Ledger):
+def open_search_index(ledger: Ledger):
+    """The store's search index: the sidecar / PostgreSQL table shared by every reader of the store,
+    or for an encrypted store (whose text must not sit in plaintext beside it) one in memory, built
+    from the log — keep it and pass it to every ``search`` (a new one is a new build)."""
     from engine.search_index import open_index
 
-    mapper = getattr(ledger.store, "mapper", None)
-    encrypted = mapper is None or bool(getattr(mapper, "cipher", None))  # never index ciphertext's plaintext on disk
+    mapper = getattr(getattr(ledger.store, "app", None), "mapper", None)
+    encrypted = mapper is None or bool(getattr(mapper, "cipher", None))
     return open_index(ledger.url, encrypted=encrypted)
 
 
-def search(ledger: Ledger, session: Session, query: str, *, role: str = "", kind: str = "", provenance: str = "",
+def search(index: Any, session: Session, query: str, *, role: str = "", kind: str = "", provenance: str = "",
            findings_only: bool = False, limit: int = 50, fleet_row: Any = None) -> dict[str, Any]:
     """Span texts of the session's log that hold every word of ``query`` (newest first), filtered.
     ``findings_only``: summaries with grounding findings (``engine.viewer.findings``: the fleet
@@ -43,7 +46,7 @@ def search(ledger: Ledger, session: Session, query: str, *, role: str = "", kind
     for name, value in (("role", role), ("kind", kind)):
         if len(value) > 64:
             raise InvalidInputError(f"{name} is longer than 64 characters")
-    hits = _index(ledger).search(session, query, limit=FETCH, include_live=True)
+    hits = index.search(session, query, limit=FETCH, include_live=True)
     out = []
     budget = Budget()
     known = audited(session, fleet_row) if findings_only else None
