@@ -37,7 +37,7 @@ MARGIN = 2.0  # the best conversation's score over the runner-up's
 QUOTED_CHARS = 200  # a reply this long found verbatim in the summary tells its conversation
 REPLIES_KEPT = 4
 WORDS_KEPT = 20_000  # distinctive words remembered per conversation (the most recent)
-CONVERSATIONS_KEPT = 4096
+CONVERSATIONS_KEPT = 1024
 
 _TOKEN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./:-]*[A-Za-z0-9_]|[0-9]")
 _COMMON = frozenset(
@@ -94,6 +94,9 @@ class Follower:
                 self._conversations[name] = _Conversation(fp)
                 while len(self._conversations) > CONVERSATIONS_KEPT:
                     self._conversations.popitem(last=False)
+
+    def tracks(self, name: str) -> bool:
+        return name in self._conversations
 
     def recorded(self, name: str, texts: Iterable[str], messages: int, replies: Iterable[str] = ()) -> None:
         """What a call recorded in ``name``: the texts of new spans, the size of the client's view,

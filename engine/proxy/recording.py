@@ -200,7 +200,7 @@ class StoreWorker:
 
     def _followed(self, name: str, *records: RequestRecord | None) -> None:
         rec = self._recorders.get(name)
-        if rec is None:
+        if rec is None or not self.follow.tracks(name):  # a named session needs no following
             return
         live = rec.session.state.live
         spans = [live[i] for r in records if r is not None for i in r.observed if i in live]
