@@ -154,3 +154,18 @@ def test_codex_keeps_recent_user_messages_live_and_they_still_ground_its_summary
     assert all(sp.id not in d1.sources for sp in kept) and d1.meta.get("seen")
     report = s.audit()
     assert (report.errors, report.warnings) == (0, 0), [f.message for f in report.findings]
+
+
+def test_a_directory_import_leaves_no_compaction_call_out(tmp_path):
+    """A flat ``<stem>_agent-*.jsonl`` imports with its main transcript (its inputs become the
+    summary's sources); one whose main transcript is absent imports as a session of its own."""
+    call = REAL.parent / REAL.stem / "subagents" / "agent-acompact-946d2b.jsonl"
+    shutil.copy(REAL, tmp_path / "main.jsonl")
+    shutil.copy(call, tmp_path / "main_agent-acompact-946d2b.jsonl")
+    shutil.copy(call, tmp_path / "other_agent-acompact-1.jsonl")  # its main transcript is not here
+    ledger = Ledger.open("memory://")
+    result = import_path(ledger, tmp_path)
+    names = sorted(s.name for s in result.sessions)
+    assert any(n.endswith("/agent-acompact-1") for n in names) and any(n.endswith("/agent-acompact-946d2b") for n in names)
+    main = next(s for s in result.sessions if "/" not in s.name)
+    assert any(sp.meta.get("harness") == "compaction-prompt" for sp in _sources(main, _summary(main)))

@@ -160,10 +160,12 @@ class ClaudeCodeImporter(Importer):
     def transcripts(self, path: Path) -> list[Path]:
         if path.is_file():
             return [path]
-        return sorted(
-            p for p in path.rglob("*.jsonl")
-            if "subagents" not in p.parts and not _agent_part(p)
-        )
+        found = [p for p in path.rglob("*.jsonl") if "subagents" not in p.parts]
+        mains = {p for p in found if not _agent_part(p)}
+        # a flat "<stem>_agent-<id>.jsonl" imports with its main transcript; one whose main file is
+        # not there is a transcript of its own rather than something silently left out
+        orphans = {p for p in found if p not in mains and _parent_stem(p) not in {m.stem for m in mains if m.parent == p.parent}}
+        return sorted(mains | orphans)
 
     def default_name(self, source: Path) -> str:
         sid = self._session_id(source) or source.stem
@@ -562,6 +564,13 @@ def _agent_part(path: Path) -> str:
     if i == 0 or (i > 0 and stem[i - 1] == "_"):
         return stem[i:]
     return ""
+
+
+def _parent_stem(path: Path) -> str:
+    """The main transcript's stem of a flat ``<stem>_agent-<id>.jsonl`` (empty for any other file)."""
+    stem = path.stem
+    i = stem.find("_agent-")
+    return stem[:i] if i > 0 else ""
 
 
 def glob_escape(text: str) -> str:
