@@ -233,3 +233,54 @@ def test_json_too_deep_agrees_with_the_decoded_depth(value, limit):
     text = json.dumps(value)
     assert json_too_deep(text, limit) == (_depth(value) > limit)
     assert json_too_deep(text.encode(), limit) == (_depth(value) > limit)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2500), st.sampled_from(["openai", "anthropic"]), st.booleans())
+def test_any_nesting_depth_in_a_request_or_reply_is_recorded_or_marked_and_the_session_stays_readable(depth, api, in_reply):
+    """Whatever the depth (the store thread, as the proxy drives it): no store error, every event
+    decodes, and the call is either recorded whole or carries a placeholder saying why."""
+    import msgspec
+
+    from engine.proxy.app import _decode
+    from engine.proxy.recording import Health, StoreWorker
+
+    args = _nested(depth, {"k": "v"})
+    if api == "openai":
+        call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                                                                        "function": {"name": "f", "arguments": args}}]}
+        result = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+        reply = {"choices": [{"message": {"role": "assistant", "content": "done"}}]}
+    else:
+        call = '{"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "f", "input": {"a": ' + args + "}}]}"
+        result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "ok"}]}
+        reply = {"type": "message", "role": "assistant", "content": [{"type": "text", "text": "done"}]}
+    call_json = call if isinstance(call, str) else json.dumps(call)
+    body = ('{"model": "m", "messages": [' + json.dumps(USER) + ", " + call_json + ", " + json.dumps(result) + "]}").encode()
+    health = Health()
+    worker = StoreWorker(lambda: Ledger.open("memory://"), health)
+    try:
+        try:
+            parsed, _ = _decode(api, body)
+        except RecursionError:
+            from engine.importers.messages import json_shallow
+
+            parsed, _ = _decode(api, json_shallow(body, MAX_MESSAGE_DEPTH + 2))
+        if in_reply and api == "openai":
+            reply = {"choices": [{"message": msgspec.json.decode(call_json.encode()) if depth < 400 else {"role": "assistant", "content": "x"}}]}
+        worker.record_exchange("s", api, parsed.messages, None, {"api": api}, False, reply, {"status": 200})
+        assert health.counts["store_errors"] == 0
+        s = worker.ledger.session("s")
+        events = list(s.events())
+        assert events and all(type(e).__name__ != "Marked" or e.label == "proxy:not-recorded" for e in events)
+        spans = s.spans()
+        assert spans[0].text == "List the files."
+        deep_call = [x for x in spans if x.kind == "tool_call"]
+        placeholders = [x for x in spans if "unrecorded" in x.meta]
+        # the call is recorded (its arguments in meta while shallow enough), or a placeholder says why
+        assert deep_call or placeholders
+        assert all("arguments" in x.meta or "unrecorded" in x.meta or depth > 14 for x in deep_call)
+        assert depth < 50 or not any("arguments" in x.meta for x in deep_call)
+        s.render(api)  # the buffer renders
+    finally:
+        worker.close()
