@@ -41,7 +41,7 @@ def test_story_import_then_investigate(tmp_path):
     audit = run(db, "audit", NAME, "--at", str(at))
     assert audit.exit_code == 1 and "14:20" in audit.output
     blame = run(db, "blame", NAME, "deployed at 14:20", "--at", str(at))
-    assert blame.exit_code == 0 and "claude-code:compact:manual" in blame.output
+    assert blame.exit_code == 1 and "claude-code:compact:manual" in blame.output  # NOT GROUNDED: exit 1
     for args in (("lineage", NAME, "d3"), ("timeline", NAME), ("fleet",), ("verify", NAME),
                  ("report", NAME, "-o", str(tmp_path / "r.html"))):
         res = run(db, *args)
