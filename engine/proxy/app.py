@@ -285,7 +285,8 @@ class _Proxy:
         self.health.count("requests")
         previous = extra.get("previous_response_id")
         try:
-            owner = self.store.response_owner(previous) if previous else None
+            named = header_session(request.headers.get(SESSION_HEADER)) or self.config.session
+            owner = self.store.response_owner(previous) if previous and not named else None
             name, conversation = (owner, None) if owner else self._session_for(request, parsed, api)
         except InvalidInputError as e:
             return _error(400, "invalid_request_error", e.message)
