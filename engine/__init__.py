@@ -72,6 +72,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "CorruptLogError",
         "StoreUnavailableError",
     ),
+    "engine.extras": ("MissingExtraError",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 

@@ -50,6 +50,7 @@ from engine.errors import (
     UnknownSessionError,
 )
 from engine.events import Event, SessionStarted, now
+from engine.extras import MissingExtraError
 from engine.stores import SQLITE_FACTORY, FastSQLiteApplicationRecorder
 from projections.buffer import BufferState, apply, with_orders
 
@@ -250,8 +251,8 @@ def _probe_postgres(env: dict[str, str], url: str):
     "couldn't get a connection" after its timeout. Returns the open (autocommit) connection."""
     try:
         import psycopg
-    except ImportError:
-        raise StorageError("PostgreSQL needs the postgres extra: pip install 'ctxledger[postgres]'") from None
+    except ImportError as e:
+        raise MissingExtraError("PostgreSQL", "postgres", getattr(e, "name", None) or "psycopg") from None
     try:
         timeout = max(1, int(env["POSTGRES_CONNECT_TIMEOUT"]))
     except ValueError:

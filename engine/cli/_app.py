@@ -17,6 +17,7 @@ from engine.errors import (
     LedgerError,
     StorageError,
 )
+from engine.extras import EXTRA_OF_MODULE, MissingExtraError, extra_for
 
 # Exit codes, like git/grep: 0 fine, 1 a check found a problem (drift, tampering), 2 usage or bad
 # input (unknown session or span, position out of range), 3 the store could not be used.
@@ -111,12 +112,32 @@ def handle_errors(fn: Callable) -> Callable:
         except LedgerError as e:
             click.echo(f"ctxledger: error: {e.message}", err=True)
             sys.exit(EXIT_STORE if isinstance(e, StorageError) else EXIT_USAGE)
+        except ModuleNotFoundError as e:
+            # an optional extra's module, imported deep in a feature: the README's one line, not a traceback
+            extra = _extra_of_command(e.name)
+            if extra is None:
+                raise
+            what = click.get_current_context(silent=True)
+            click.echo(f"ctxledger: error: {MissingExtraError(what.command_path if what else 'ctxledger', extra, e.name)}",
+                       err=True)
+            sys.exit(EXIT_USAGE)
         except BrokenPipeError:
             with contextlib.suppress(Exception):
                 sys.stdout = open(os.devnull, "w")
             sys.exit(EXIT_OK)
 
     return wrapper
+
+
+def _extra_of_command(module: str | None) -> str | None:
+    """The extra a missing module belongs to; a command named after an extra (proxy, serve, ...)
+    needs that one, whichever of its modules is missing."""
+    extra = extra_for(module)
+    if extra is None:
+        return None
+    ctx = click.get_current_context(silent=True)
+    name = ctx.command.name if ctx is not None and ctx.command is not None else ""
+    return name if name in set(EXTRA_OF_MODULE.values()) else extra
 
 
 def interactive() -> bool:

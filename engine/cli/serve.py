@@ -8,6 +8,7 @@ import sys
 import click
 
 from engine.cli._app import EXIT_USAGE, emit_json, handle_errors, main, open_ledger
+from engine.extras import MissingExtraError
 
 __all__ = ["is_loopback", "token_problem"]
 
@@ -69,8 +70,7 @@ def serve_cmd(ctx: click.Context, host: str, port: int, token: str | None, no_fl
 
         from engine.viewer.app import create_app
     except ImportError as e:
-        click.echo(f"ctxledger: error: {e}", err=True)
-        sys.exit(EXIT_USAGE)
+        raise MissingExtraError("ctxledger serve", "serve", getattr(e, "name", None)) from None
     ledger = open_ledger(ctx)
     app = create_app(ledger, token=token, fleet=not no_fleet)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off")

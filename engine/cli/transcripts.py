@@ -15,6 +15,7 @@ from engine.cli._app import (
     printable,
     to_builtins,
 )
+from engine.extras import require
 
 
 @main.command("watch")
@@ -36,6 +37,7 @@ def watch_cmd(ctx, directory, fmt, skip_bad, poll, as_json) -> None:
     """
     from engine.importers.watch import watch
 
+    require("watchfiles", "watch", "ctxledger watch")  # before anything is printed or opened
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: stop.set())  # finish the current write, then stop
 

@@ -256,6 +256,9 @@ class RealModel:
         provider, _, name = str(self.spec).partition(":")
         if provider not in ("openai", "anthropic") or not name:
             raise InvalidInputError(f"--model is openai:NAME or anthropic:NAME; got {self.spec!r}")
+        from engine.extras import require
+
+        require(provider, provider, f"--model {self.spec}")  # before the study writes its first run
 
     @property
     def name(self) -> str:
