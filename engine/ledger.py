@@ -28,6 +28,7 @@ from engine.store import LogStore, redact, session_uuid, storage_error
 from engine.tokens import TokenCounter, default_counter
 from engine.transfer import import_lines, is_json_text, looks_like_export
 from projections.buffer import BufferState, apply
+from engine.grounding_cache import GroundingCache, open_cache
 from projections.grounding.checker import Checker
 
 __all__ = ["Ledger", "SessionInfo", "DEFAULT_URL", "session_uuid", "IMPORTERS_GROUP"]
@@ -57,6 +58,17 @@ class Ledger:
         self.url = store.url
         self.counter = counter
         self.checker = checker  # the drift checker sessions audit and gate with (None: the lexical default)
+        self._grounding_cache: GroundingCache | None = None
+
+    @property
+    def grounding_cache(self) -> GroundingCache:
+        """The store's kept grounding results (``engine.grounding_cache``), opened on first use; the
+        sessions this ledger opens audit and blame through it."""
+        if self._grounding_cache is None:
+            mapper = getattr(getattr(self.store, "app", None), "mapper", None)
+            encrypted = mapper is None or bool(getattr(mapper, "cipher", None))
+            self._grounding_cache = open_cache(self.url, encrypted=encrypted)
+        return self._grounding_cache
 
     # opening ---------------------------------------------------------------------------------
 
@@ -86,6 +98,8 @@ class Ledger:
         self.store.snapshot_min_bytes = value
 
     def close(self) -> None:
+        if self._grounding_cache is not None:
+            self._grounding_cache.close()
         self.store.close()
 
     def __enter__(self) -> Ledger:
@@ -143,6 +157,7 @@ class Ledger:
         state = self.store.fork_state(started, parent_state) if started.forked_from is not None else None
         state = apply(state, started, lambda p: self.store.read_event(session_id, p))
         session = Session.starting(self.store, self.counter, state, started, payload, checker=self.checker)
+        session.grounding_cache = self.grounding_cache
         try:
             self.store.save(session)
         except ConcurrencyError:
@@ -162,7 +177,9 @@ class Ledger:
         else:
             raise InvalidInputError(f"session name must be a non-empty str, not {name_or_id!r}")
         state, head = self.store.load(session_id, display=str(name_or_id))
-        return Session(self.store, self.counter, state, head, checker=self.checker)
+        session = Session(self.store, self.counter, state, head, checker=self.checker)
+        session.grounding_cache = self.grounding_cache
+        return session
 
     def __contains__(self, name: str) -> bool:
         return isinstance(name, str) and bool(name) and self.store.exists(session_uuid(name))

@@ -60,6 +60,7 @@ class _Reader:
     _store: LogStore
     _state: BufferState
     checker: Checker | None = None  # judges derived spans in audit, blame and the gate (None: lexical)
+    grounding_cache: Any = None  # the ledger's kept grounding results (engine.grounding_cache), if any
 
     @property
     def id(self) -> UUID:
@@ -289,6 +290,11 @@ class _Reader:
 
     def at(self, n: int | str) -> SessionView:
         """The session exactly as it was after event ``n`` (a read-only view)."""
+        view = self._at(n)
+        view.grounding_cache = self.grounding_cache
+        return view
+
+    def _at(self, n: int | str) -> SessionView:
         n = self.resolve_position(n)
         stored, pending = self._unsaved()
         if n == self.position:

@@ -37,14 +37,14 @@ from engine.events import (
 from engine.spans import Provenance, Span
 from projections.buffer import apply
 from projections.buffer import BufferState
-from projections.grounding import MERGED, Source
+from projections.grounding import MERGED, GroundingResult, Source
 from projections.grounding.evidence import seen_sources, source_of
 from projections.grounding.checker import LEXICAL, Checker, run_checker
 
 if TYPE_CHECKING:
     from engine.reading import LogReader
 
-__all__ = ["Finding", "SpanCoverage", "AuditReport", "audit", "SEVERITIES"]
+__all__ = ["Finding", "SpanCoverage", "AuditReport", "audit", "grounding", "SEVERITIES"]
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -352,10 +352,22 @@ def _replaced_sources(reader: LogReader, span: Span, fold: _Fold, cache: dict[in
     return texts, findings
 
 
-def audit(reader: LogReader, checker: Checker | None = None) -> AuditReport:
+def grounding(reader: LogReader, span: Span, checker: Checker, sources: list[Source], cache: Any = None) -> GroundingResult:
+    """The grounding result of one live derived span: from ``cache`` when one is given (a
+    ``check(session_id, span_id, position, checker, text, sources)`` hook the store side provides),
+    else computed."""
+    if cache is None:
+        return run_checker(checker, span.text, sources)
+    return cache.check(reader.id, span.id, span.position, checker, span.text, sources)
+
+
+def audit(reader: LogReader, checker: Checker | None = None, *, cache: Any = None) -> AuditReport:
     """Audit ``reader`` (a Session, or a SessionView for an earlier position). Derived spans are
-    judged by ``checker``, else by the reader's configured checker, else the lexical default."""
+    judged by ``checker``, else by the reader's configured checker, else the lexical default.
+    ``cache`` (else the reader's ``grounding_cache``; ``engine.grounding_cache``) answers a derived
+    span's grounding check from the result kept for it, computing it only once."""
     checker = checker or getattr(reader, "checker", None) or LEXICAL
+    kept = cache if cache is not None else getattr(reader, "grounding_cache", None)
     position = reader.position
     walk = reader.chain_walk()
     fold = _Fold(reader)
@@ -418,7 +430,7 @@ def audit(reader: LogReader, checker: Checker | None = None) -> AuditReport:
         if not texts:
             continue
         checked += 1
-        result = run_checker(checker, span.text, texts)
+        result = grounding(reader, span, checker, texts, kept)
         for f in result.findings:
             positions = (span.position,)
             if f["kind"] == MERGED:

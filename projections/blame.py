@@ -233,7 +233,11 @@ def _judged(hit: BlameHit, span: Span, needle: str, reader: LogReader, checker: 
         sources = [source_of(s) for s in reader.originals(span.id)] + seen_sources(reader, span)
     except LedgerError:
         return hit
-    result = run_checker(checker, span.text, sources)
+    cache = getattr(reader, "grounding_cache", None)
+    if cache is not None:  # the same result the audit keeps for this span (engine.grounding_cache)
+        result = cache.check(reader.id, span.id, span.position, checker, span.text, sources)
+    else:
+        result = run_checker(checker, span.text, sources)
     at = span.text.casefold().find(needle)
     about = []
     for f in result.findings:

@@ -15,13 +15,15 @@ checkers (an LLM judge over any OpenAI-compatible endpoint, a local NLI cross-en
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from projections.grounding import GroundingResult, check, gate_findings
 from projections.grounding.evidence import Source, as_sources
 
-__all__ = ["Checker", "LexicalChecker", "LEXICAL", "Source", "as_sources", "run_checker", "gate_errors"]
+__all__ = ["Checker", "LexicalChecker", "rules_version", "LEXICAL", "Source", "as_sources", "run_checker", "gate_errors"]
 
 
 @runtime_checkable
@@ -31,10 +33,32 @@ class Checker(Protocol):
     def check(self, summary: str, sources: Sequence[Source]) -> list[dict]: ...
 
 
+def _code_hash() -> str:
+    h = hashlib.blake2b(digest_size=8)
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+_RULES_VERSION = _code_hash()  # hashed as the package is imported: the code this process runs
+
+
+def rules_version() -> str:
+    """A hash of the code of ``projections.grounding`` (every rule and what they share): any change
+    to a rule changes it, so results kept under an older version are never read back."""
+    return _RULES_VERSION
+
+
 class LexicalChecker:
     """The default: specifics, merged events, quotes and claims, by rules (no model, no network)."""
 
     name = "lexical"
+
+    @property
+    def version(self) -> str:
+        """What identifies its results (``engine.grounding_cache`` keys them by it)."""
+        return rules_version()
 
     def check(self, summary: str, sources: Sequence[Source]) -> list[dict]:
         return self.result(summary, sources, with_coverage=False).findings
