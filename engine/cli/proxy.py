@@ -72,6 +72,8 @@ def proxy_cmd(ctx, upstream, listen, session_name, policy_name, budget, keep_tur
       ctxledger --db sqlite:///agent.db proxy --upstream https://api.openai.com
       OPENAI_BASE_URL=http://127.0.0.1:8788/v1 my-agent
       ctxledger --db sqlite:///agent.db audit proxy:fix-the-login-bug:1a2b3c4d5e
+      ctxledger proxy --upstream https://api.anthropic.com --listen 0.0.0.0:8788 \\
+        --token "$(python -c 'import secrets; print(secrets.token_urlsafe())')"   # clients send X-Ctxledger-Token
     """
     try:
         host, port = _listen(listen)
