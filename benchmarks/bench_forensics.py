@@ -1,0 +1,189 @@
+"""Forensics on long sessions: audit, blame, report, fleet and lost beside export, side by side.
+
+    python benchmarks/bench_forensics.py                  # the real session 1x, 4x and 8x
+    python benchmarks/bench_forensics.py --copies 1 4     # a quicker look
+    python benchmarks/bench_forensics.py --profile audit  # also cProfile the first audit at the largest size
+
+The session: the real shared Claude Code session (``/work/shared/data/transcripts/...jsonl`` with its
+``subagents/`` dir) repeated N times into one transcript: each copy's lines get fresh uuids, message,
+request and tool ids and timestamps a day later than the previous copy's, so the copies import as one
+session with N successive compactions. It is imported with the default SQLite store, then each
+command is run as a user runs it (``ctxledger ...`` in a fresh process) and timed with the wall
+clock, in this order: ``export`` (the baseline), ``audit`` (first run: nothing kept yet; second run:
+the kept grounding results), ``blame SESSION "tail_wrapper.sh"``, ``report``, ``fleet`` (its first
+run: the view is folded from the empty table) and ``lost``. Ratios are to ``export`` of the same
+session in the same run.
+
+Writes its table into benchmarks/RESULTS.md between <!-- bench:forensics --> markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _results import machine, write_section  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL = ROOT.parent / "shared" / "data" / "transcripts" / "claude_spotter_ae4a77f8_manual.jsonl"
+SUBAGENTS = REAL.parent / REAL.stem / "subagents"
+CLI = str(ROOT / ".venv" / "bin" / "ctxledger")
+NEEDLE = "tail_wrapper.sh"
+SESSION = "long"
+
+_IDS = re.compile(rb'"(uuid|parentUuid|logicalParentUuid|messageId|requestId|tool_use_id|id)":"')
+_TIME = re.compile(rb'"timestamp":"([0-9T:.\-]+)Z"')
+
+
+def repeated(copies: int) -> bytes:
+    """The real transcript ``copies`` times over: copy k's ids renamed and its times k days later."""
+    lines = REAL.read_bytes().splitlines(keepends=True)
+    out: list[bytes] = []
+    for k in range(copies):
+        if k == 0:
+            out.extend(lines)
+            continue
+        tag = b"r%d-" % k
+        day = timedelta(days=k)
+
+        def later(m: re.Match) -> bytes:
+            t = datetime.fromisoformat(m.group(1).decode()) + day
+            return b'"timestamp":"' + t.isoformat(timespec="milliseconds").encode() + b'Z"'
+
+        for raw in lines:
+            raw = _IDS.sub(lambda m: m.group(0) + tag, raw).replace(b"toolu_", b"toolu_" + tag.rstrip(b"-"))
+            out.append(_TIME.sub(later, raw))
+    return b"".join(out)
+
+
+def run(args: list[str], db: str, cwd: Path) -> tuple[float, subprocess.CompletedProcess]:
+    t = time.perf_counter()
+    done = subprocess.run([CLI, "--db", db, *args], cwd=cwd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - t
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"ctxledger {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-800:]}")
+    return elapsed, done
+
+
+COMMANDS = [
+    ("export", ["export", SESSION, "-o", "export.jsonl"]),
+    ("audit (first)", ["audit", SESSION, "--json"]),
+    ("audit (second)", ["audit", SESSION, "--json"]),
+    ("blame", ["blame", SESSION, NEEDLE, "--json"]),
+    ("report", ["report", SESSION, "-o", "report.html"]),
+    ("fleet (first)", ["fleet", "--json"]),
+    ("lost", ["lost", SESSION, "--json"]),
+]
+
+
+def measure(copies: int, work: Path) -> dict:
+    d = work / f"x{copies}"
+    sid = REAL.stem
+    (d / sid / "subagents").mkdir(parents=True)
+    (d / f"{sid}.jsonl").write_bytes(repeated(copies))
+    for f in SUBAGENTS.glob("*.jsonl"):
+        (d / sid / "subagents" / f.name).write_bytes(f.read_bytes())
+    db = f"sqlite:///{d / 'ledger.db'}"
+    t_import, _ = run(["import", str(d / f"{sid}.jsonl"), "--session", SESSION], db, d)
+    row = {"copies": copies, "bytes": (d / f"{sid}.jsonl").stat().st_size, "import": t_import}
+    for label, args in COMMANDS:
+        row[label], done = run(args, db, d)
+        if label == "audit (first)":
+            report = json.loads(done.stdout)
+            row["derived"] = report.get("derived_checked", 0)
+            row["findings"] = len(report.get("findings", []))
+        if label == "audit (second)":
+            again = json.loads(done.stdout)
+            assert again.get("findings") == report.get("findings"), "the second audit differs from the first"
+    return row
+
+
+def profile(copies: int, work: Path, command: str) -> str:
+    """cProfile of one command in this process, on a fresh copy of the store (nothing kept)."""
+    from click.testing import CliRunner
+
+    from engine.cli import main
+
+    d = work / f"x{copies}"
+    fresh = d / "profile.db"
+    import shutil
+    import sqlite3
+
+    shutil.copy(d / "ledger.db", fresh)
+    db = sqlite3.connect(fresh)
+    db.execute("DROP TABLE IF EXISTS grounding_results")
+    db.commit()
+    db.close()
+    args = dict(COMMANDS)[command] if command in dict(COMMANDS) else [command, SESSION]
+    prof = cProfile.Profile()
+    prof.enable()
+    CliRunner().invoke(main, ["--db", f"sqlite:///{fresh}", *args])
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(25)
+    return out.getvalue()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--copies", type=int, nargs="+", default=[1, 4, 8])
+    ap.add_argument("--profile", metavar="COMMAND", help="cProfile this command (first run) at the largest size")
+    ap.add_argument("--no-write", action="store_true", help="print the table, do not write RESULTS.md")
+    args = ap.parse_args()
+    if not REAL.exists():
+        raise SystemExit(f"the real session is not here: {REAL}")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for n in args.copies:
+            rows.append(measure(n, work))
+            print(json.dumps(rows[-1]), file=sys.stderr)
+        prof = profile(max(args.copies), work, args.profile) if args.profile else ""
+    labels = [label for label, _ in COMMANDS]
+    head = "| copies | MB | derived checked | " + " | ".join(labels) + " |"
+    lines = [head, "|" + "---:|" * (3 + len(labels))]
+    for r in rows:
+        base = r["export"]
+        cells = [f"{r[label]:.2f} s" + ("" if label == "export" else f" ({r[label] / base:.1f}×)") for label in labels]
+        lines.append(f"| {r['copies']}× | {r['bytes'] / 1e6:.1f} | {r['derived']} | " + " | ".join(cells) + " |")
+    if len(rows) > 1:
+        lo, hi = rows[0], rows[-1]
+        growth = " · ".join(f"{label} {hi[label] / lo[label]:.1f}×" for label in labels)
+        lines.append("")
+        lines.append(f"Growth from {lo['copies']}× to {hi['copies']}× (time at {hi['copies']}× / time at {lo['copies']}×): {growth}")
+    cmd = "python benchmarks/bench_forensics.py" + (f" --copies {' '.join(map(str, args.copies))}" if args.copies != [1, 4, 8] else "")
+    body = "\n".join(
+        [
+            "## Forensics on a long session (`benchmarks/bench_forensics.py`)",
+            "",
+            f"`{cmd}` — {machine()}, load average {os.getloadavg()[0]:.2f} at the end.",
+            "The real shared Claude Code session repeated N× into one transcript (N successive compactions), "
+            "imported into the default SQLite store; each command a fresh `ctxledger` process, wall clock, "
+            "(ratio to `export` of the same session in the same run). `audit (second)` reads the kept "
+            "grounding results (`engine.grounding_cache`).",
+            "",
+            *lines,
+        ]
+    )
+    print(body)
+    if prof:
+        print(prof)
+    if not args.no_write:
+        write_section("forensics", body)
+
+
+if __name__ == "__main__":
+    main()
