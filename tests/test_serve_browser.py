@@ -194,6 +194,7 @@ def test_scrub_with_the_keyboard_click_a_span_and_blame(server, page):
     panel = page.inner_text("#panel")
     d1 = s.at(first_rewrite).span("d1")
     assert "derived" in panel and "naive-summarizer" in panel and "Lineage" in panel and "Grounding" in panel
+    page.wait_for_selector("#panel[data-grounding=d1] ol.grounding", state="attached")  # inline, or fetched after
     assert page.eval_on_selector("#panel pre.full", "e => e.textContent") == d1.text
     assert page.url.endswith(f"?at={first_rewrite}#d1")
     assert page.get_attribute("#d1", "class").split().count("selected") == 1

@@ -144,3 +144,26 @@ def test_tool_call_json_is_not_escaped_twice():
     span = {"kind": "tool_call", "meta": {"name": "Bash", "arguments": args}, "text": f"Bash({json.dumps(args)})"}
     out = pages.tool_call(span)
     assert 'grep -n &quot;x&quot; a.py\nls' in out
+
+
+def test_a_summary_of_long_sources_gets_its_grounding_by_a_request_of_its_own(tmp_path):
+    ledger = Ledger.open(f"sqlite:///{tmp_path / 'long.db'}", token_counter=EstimateCounter())
+    s = ledger.create_session("long")
+    with s.batch():
+        ids = [s.observe(f"line {i}: billing-api answered 503 at 10:{i % 60:02d} " + "x" * 400, role="tool",
+                         kind="tool_result", meta={"tool_call_id": f"c{i}"}).id for i in range(120)]
+    d = s.rewrite(ids, "billing-api answered 503 at 10:01; it recovered at 14:02.", by="model-x")
+    c = TestClient(create_app(ledger, fleet=False), base_url="http://127.0.0.1")
+    panel = c.get(f"/s/long/span/{d.id}").text
+    assert 'id="grounding-box" data-span="d1"' in panel and "<ol class=\"grounding\">" not in panel
+    assert c.get(f"/api/s/long/span/{d.id}").json()["grounding_deferred"] is True
+    g = c.get(f"/s/long/grounding/{d.id}").text
+    assert "<ol class=\"grounding\">" in g and "14:02" in g and "1 unsupported" in g
+    want = data.grounding_sentences(d.text, [o.text for o in s.originals(d.id)])
+    assert g == pages.grounding_fragment(want)
+    assert c.get("/s/long/grounding/o1").status_code == 404
+    short = Ledger.open("memory://", token_counter=EstimateCounter()).create_session("short")
+    a = short.observe("billing-api answered 503 at 10:01", role="user")
+    short.rewrite([a.id], "billing-api answered 503 at 10:01.", by="m")
+    assert data.span_detail(short, short.position, "d1")["grounding"] is not None  # short sources: inline
+    ledger.close()

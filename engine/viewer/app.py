@@ -59,6 +59,7 @@ from engine.errors import (
     LedgerError,
     PositionOutOfRangeError,
     SpanError,
+    SpanStateError,
     StorageError,
     UnknownSessionError,
 )
@@ -267,6 +268,19 @@ def _lost(v: _Viewer, request: Request) -> dict[str, Any]:
     # a fold over every original of the summary (seconds for hundreds): kept per session and summary
     made = view.state.live[span_id].position if span_id in view.state.live else view.position
     return v.verdicts.get(("lost", s.id, span_id, made), lambda: data.lost_json(view, span_id))
+
+
+def grounding_fragment(v: _Viewer, request: Request) -> str:
+    s = v.session(_param(request, "name"))
+    n = v.position(s, _query(request, "at"))
+    span_id = _param(request, "span_id")
+    view = s.at(n)
+    made = view.state.live[span_id].position if span_id in view.state.live else n
+    d = v.verdicts.get(("grounding", s.id, span_id, made),
+                       lambda: data.span_detail(s, n, span_id, with_lineage=False, grounding=True))
+    if d.get("grounding") is None:
+        raise SpanStateError(f"{span_id} is not a derived span: only summaries are checked against their sources")
+    return pages.grounding_fragment(d["grounding"])
 
 
 def lost_fragment(v: _Viewer, request: Request) -> str:
@@ -515,6 +529,7 @@ def create_app(ledger: Ledger, *, token: str | None = None, fleet: bool = True) 
         Route("/api/s/{name}/head", _json(api_head)),
         Route("/api/s/{name}/lost/{span_id}", _json(api_lost)),
         Route("/s/{name}/lost/{span_id}", _html(lost_fragment)),
+        Route("/s/{name}/grounding/{span_id}", _html(grounding_fragment)),
         Route("/api/compare", _json(api_compare)),
         Route("/compare", _html(compare_page)),
         Route("/s/{name}/conversation", _html(conversation_fragment)),

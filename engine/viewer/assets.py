@@ -239,8 +239,17 @@ JS = r"""
       return get(base + "/span/" + id + "?at=" + at, "html").then(function (html) {
         $("panel").innerHTML = html;
         $("panel").removeAttribute("data-loading");
-        $("panel").removeAttribute("data-lineage"); $("panel").removeAttribute("data-lost");
+        $("panel").removeAttribute("data-lineage"); $("panel").removeAttribute("data-lost"); $("panel").removeAttribute("data-grounding");
         $("panel").setAttribute("data-span", id);
+        var gBox = $("grounding-box");
+        if (gBox && !gBox.getAttribute("data-done")) {  // long sources: the grounding arrives after the panel
+          get(base + "/grounding/" + id + "?at=" + shownAt, "html").then(function (html) {
+            if ($("panel").getAttribute("data-span") !== id || !$("grounding-box")) return;
+            $("grounding-box").innerHTML = html;
+            $("grounding-box").setAttribute("data-done", "1");
+            $("panel").setAttribute("data-grounding", id);
+          }, function (err) { if ($("grounding-box")) $("grounding-box").textContent = String(err.message || err); });
+        } else if (gBox) { $("panel").setAttribute("data-grounding", id); }
         var lostBox = $("lost-box");
         if (lostBox) {  // what the compaction dropped: a fold over the originals, shown when it arrives
           get(base + "/lost/" + id + "?at=" + shownAt, "html").then(function (html) {

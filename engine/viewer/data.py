@@ -330,10 +330,17 @@ def grounding_sentences(text: str, sources: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def span_detail(session: Session, at: int, span_id: str, *, with_lineage: bool = True) -> dict[str, Any]:
+GROUNDING_INLINE_CHARS = 40_000  # source characters checked within the panel's own request
+
+
+def span_detail(session: Session, at: int, span_id: str, *, with_lineage: bool = True,
+                grounding: bool | None = None) -> dict[str, Any]:
     """Everything the span panel shows: the span (live at ``at``, or read back from the log), who
     wrote it and why, its original observations, its lineage, and for a derived span the grounding
-    of its text sentence by sentence."""
+    of its text sentence by sentence. ``grounding``: True checks it here, False leaves it to a
+    request of its own (``grounding_deferred``); None (the default) checks here only while the
+    sources stay under ``GROUNDING_INLINE_CHARS`` (a summary of hundreds of tool outputs takes
+    seconds to check: the panel is shown first, its grounding when it is done)."""
     view = session.at(at)
     live = view.state.live.get(span_id)
     out: dict[str, Any] = {"session": session.name, "at": at, "id": span_id, "live": live is not None}
@@ -353,7 +360,12 @@ def span_detail(session: Session, at: int, span_id: str, *, with_lineage: bool =
     if span.provenance is Provenance.DERIVED:
         originals = view.originals(span_id)
         out["originals"] = [span_json(o) for o in originals]
-        out["grounding"] = grounding_sentences(span.text, [o.text for o in originals])
+        texts = [o.text for o in originals]
+        inline = grounding if grounding is not None else sum(map(len, texts)) <= GROUNDING_INLINE_CHARS
+        if inline:
+            out["grounding"] = grounding_sentences(span.text, texts)
+        else:
+            out["grounding_deferred"] = True
     else:
         out["originals"] = []
     if with_lineage:

@@ -28,6 +28,7 @@ __all__ = [
     "span_fragment",
     "lineage_fragment",
     "lost_fragment",
+    "grounding_fragment",
     "state_fragment",
     "url",
 ]
@@ -313,14 +314,10 @@ def span_fragment(d: dict[str, Any]) -> str:
             why = f', reason “{esc(made["reason"])}”' if made["reason"] else ""
             out.append(f'<p class="who">{esc(made["what"])}{who}{why} <span class="meta">{esc(made["at"])}</span></p>')
         if d.get("grounding") is not None:
-            bad = sum(1 for s in d["grounding"] for f in s["findings"] if f["severity"] == "error")
-            out.append(f'<h3>Grounding, sentence by sentence <small>{bad} unsupported</small></h3><ol class="grounding">')
-            for s in d["grounding"]:
-                cls = "ok" if not s["findings"] else ("bad" if any(f["severity"] == "error" for f in s["findings"]) else "warn")
-                notes = "".join(f"<li>{esc(f['message'])}</li>" for f in s["findings"])
-                out.append(f'<li class="{cls}"><span class="sent">{_highlight(s["text"], s["findings"])}</span>'
-                           f'{f"<ul class=why>{notes}</ul>" if notes else ""}</li>')
-            out.append("</ol>")
+            out.append(f'<section id="grounding-box" data-done="1">{grounding_fragment(d["grounding"])}</section>')
+        elif d.get("grounding_deferred"):  # long sources: checked by a request of its own, swapped in by the script
+            out.append(f'<section id="grounding-box" data-span="{esc(sid)}"><h3>Grounding, sentence by sentence</h3>'
+                       '<p class="meta">checking the text against its originals…</p></section>')
         out.append(f'<h3>Text</h3><pre class="text full">{esc_text(span["text"])}</pre>')
     if d.get("originals"):
         originals = d["originals"]
@@ -342,6 +339,19 @@ def span_fragment(d: dict[str, Any]) -> str:
     else:  # a fold over the log up to this position: the script fetches it after the panel is shown
         out.append(f'<section id="lineage-box" data-span="{esc(sid)}"><h3>Lineage</h3><p class="meta">reading the log…</p></section>')
     return "\n".join(out)
+
+
+def grounding_fragment(grounding: list[dict[str, Any]]) -> str:
+    """``data.grounding_sentences``: each sentence with its unsupported values marked."""
+    bad = sum(1 for s in grounding for f in s["findings"] if f["severity"] == "error")
+    out = [f'<h3>Grounding, sentence by sentence <small>{bad} unsupported</small></h3><ol class="grounding">']
+    for s in grounding:
+        cls = "ok" if not s["findings"] else ("bad" if any(f["severity"] == "error" for f in s["findings"]) else "warn")
+        notes = "".join(f"<li>{esc(f['message'])}</li>" for f in s["findings"])
+        out.append(f'<li class="{cls}"><span class="sent">{_highlight(s["text"], s["findings"])}</span>'
+                   f'{f"<ul class=why>{notes}</ul>" if notes else ""}</li>')
+    out.append("</ol>")
+    return "".join(out)
 
 
 def lost_fragment(d: dict[str, Any]) -> str:
