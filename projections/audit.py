@@ -84,6 +84,7 @@ class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
     warnings: int = 0
     infos: int = 0
     derived_checked: int = 0
+    unchecked: int = 0  # derived spans whose text cannot be checked (a provider's encrypted summary)
     chain_ok: bool = True
     coverage: tuple[SpanCoverage, ...] = ()
     checker: str = "lexical"  # the drift checker that judged the derived spans
@@ -105,6 +106,7 @@ MISSING_SOURCE = "missing-source"
 SOURCE_MISMATCH = "source-mismatch"
 REFUSED = "rewrite-refused"
 DROPPED = "dropped-specifics"
+OPAQUE = "opaque-summary"
 
 _ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -411,7 +413,7 @@ def audit(reader: LogReader, checker: Checker | None = None, *, cache: Any = Non
         )
     coverage: list[SpanCoverage] = []
     cache: dict[int, Event | None] = {}
-    checked = 0
+    checked = unchecked = 0
     for span in state.spans():
         if span.provenance is not Provenance.DERIVED:
             continue
@@ -428,6 +430,14 @@ def audit(reader: LogReader, checker: Checker | None = None, *, cache: Any = Non
         texts, source_findings = _sources_of(reader, span, fold if complete else _Fold(reader), cache)
         findings.extend(source_findings)
         if not texts:
+            continue
+        if span.meta.get("opaque"):  # a provider's encrypted summary: nothing to check it with
+            unchecked += 1
+            findings.append(Finding(
+                kind=OPAQUE, severity="warning", span_ids=(span.id,), positions=(span.position,),
+                message=(f"{span.id} is opaque ({span.meta.get('by') or 'provider'} compaction, encrypted): its text "
+                         "cannot be checked against its sources; the audit of it is not clean, it is unchecked"),
+            ))
             continue
         checked += 1
         result = grounding(reader, span, checker, texts, kept)
@@ -483,6 +493,7 @@ def audit(reader: LogReader, checker: Checker | None = None, *, cache: Any = Non
         warnings=counts["warning"],
         infos=counts["info"],
         derived_checked=checked,
+        unchecked=unchecked,
         chain_ok=chain_ok,
         coverage=tuple(coverage),
         checker=checker.name,

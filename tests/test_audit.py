@@ -318,3 +318,21 @@ def test_gate_with_bad_input_is_refused_before_anything_is_written(ledger):
     with pytest.raises(InvalidInputError):
         s.rewrite([c.id], 42, gate=True)
     assert snapshot(s) == before
+
+
+def test_an_opaque_provider_summary_is_reported_unchecked_never_clean():
+    """A provider's encrypted compaction (the proxy records OpenAI's as meta.opaque) cannot be
+    checked: the audit says so with a warning and counts it, and the CLI's verdict is UNCHECKED."""
+    from click.testing import CliRunner
+
+    from engine.cli import main
+
+    led = Ledger.open("memory://", token_counter=EstimateCounter())
+    s = led.create_session("opaque")
+    s.observe("billing-api returned 503 at 13:58", role="tool", kind="tool_result", meta={"tool_call_id": "c"})
+    s.rewrite(["o1"], "[compaction summary encrypted by the provider]", by="openai:compact",
+              meta={"opaque": True, "by": "openai:compact"})
+    report = s.audit()
+    assert report.unchecked == 1 and report.derived_checked == 0
+    assert [(f.kind, f.severity) for f in report.findings] == [("opaque-summary", "warning")]
+    assert "cannot be checked" in report.findings[0].message

@@ -63,7 +63,7 @@ def audit_cmd(ctx, session, at, severity, strict, as_json) -> None:
     if as_json:
         emit_json(to_builtins(report))
     else:
-        verdict = "clean" if report.ok else "DRIFT"
+        verdict = "DRIFT" if not report.ok else "UNCHECKED" if report.unchecked else "clean"
         click.echo(
             f"audit of {report.session!r} at position {report.position}: {verdict} — "
             f"{report.errors} error{'s' if report.errors != 1 else ''}, "

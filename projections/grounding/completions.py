@@ -38,6 +38,7 @@ class Activity:
     claim: re.Pattern[str]  # how a summary says it is done
     mention: re.Pattern[str]  # how the conversation shows it happening at all
     outcomes: tuple[tuple[re.Pattern[str], int], ...]  # outcome lines: +1 done, -1 failed
+    subject: bool = False  # its outcome lines name what they are about ("✓ Closed spotter-dov.1")
 
 
 def _outcome_lines(word: str) -> tuple[tuple[re.Pattern[str], int], ...]:
@@ -110,6 +111,15 @@ ACTIVITIES: dict[str, Activity] = {
             (re.compile(r"/pull/\d+|\bpull\s+request\b.*\b(?:created|opened)\b", _M), 1),
         ),
     ),
+    "close": Activity(
+        re.compile(r"\b(?:is|was|were|are|been|got)\s+(?:now\s+|also\s+|already\s+)?(?:finished\s+and\s+)?closed\b|\bclosed\s+(?:it|the\s+(?:task|bead|issue|ticket|epic)|task|bead|issue|ticket|epic)\b", _I),
+        re.compile(r"\bclos(?:e|ed|es|ing)\b", _I),
+        (
+            (re.compile(r"\b(?:cannot|can't|failed\s+to|could\s+not|unable\s+to)\s+close\b", _M), -1),
+            (re.compile(r"\bClosed\s+\S+|\bclosed\s+(?:issue|ticket|#\d+)", _M), 1),
+        ),
+        subject=True,
+    ),
     "build": Activity(
         re.compile(r"\bbuild\b[^.;\n]{0,40}?\b(?:completed?|finished|succeeded|passe[sd]|is\s+green|successful)\b|\bcompiles?\s+(?:cleanly|successfully)\b|\bcompiled\s+(?:cleanly|successfully)\b", _I),
         re.compile(r"\bbuild|\bcompil", _I),
@@ -169,8 +179,25 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
             continue
         # a source line that itself says it was done ("deployed cart-api v2.1.0 to prod") is an outcome too
         outcomes = (*activity.outcomes, (activity.claim, 1))
-        verdicts = [o for s in evidence for o in [_outcome(s, outcomes)] if o is not None]
         offset, said, clause = claim
+        subjects = _subjects(clause) if activity.subject else []
+        if subjects:
+            # a claim that names what it closed is judged by the outcomes that name it
+            named = [line for s in evidence for line in s.split("\n") if any(_names(line, x) for x in subjects)]
+            verdicts = [o for line in named for o in [_outcome(line, outcomes)] if o is not None]
+            mentioned = any(activity.mention.search(line) for line in named)
+            if not verdicts or (verdicts[-1] <= 0 and max(verdicts) <= 0):
+                what = f"the {name} of {subjects[0]}"
+                if verdicts:
+                    severity, why = "error", f"every outcome of {what} is a failure"
+                elif mentioned:
+                    severity, why = "info", f"the conversation mentions {what} but shows no outcome of it (cannot be verified)"
+                else:
+                    severity, why = "warning", f"the conversation shows no {name} of {subjects[0]} at all"
+                out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
+                                   f"the summary claims {said!r} but {why}", offset=offset, category=name))
+            continue
+        verdicts = [o for s in evidence for o in [_outcome(s, outcomes)] if o is not None]
         if _tied_outcome(clause, evidence, outcomes):
             continue  # "31 tests pass": about the run that printed 31, which passed
         state = bool(_STATE.search(said))
@@ -201,6 +228,23 @@ def _first_claim(text: str, claim_rx: re.Pattern[str], plans: list[tuple[int, in
 
 
 _FIGURE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?(?![\w.])")
+# an id a claim names: letters and digits or separators ("spotter-dov.3", "OPS-412", "#214")
+_SUBJECT = re.compile(r"(?<![\w.#/-])(?:[A-Za-z][\w]*(?:[-_.][\w]+)+|#\d+)(?![\w-])")
+
+
+def _subjects(clause: str) -> list[str]:
+    return [m.group(0).rstrip(".") for m in _SUBJECT.finditer(clause) if any(c.isdigit() or c in "-_#" for c in m.group(0))]
+
+
+def _names(line: str, subject: str) -> bool:
+    """``line`` names ``subject`` itself, not a longer id it begins ("spotter-dov" is not "spotter-dov.1")."""
+    i = line.find(subject)
+    while i >= 0:
+        before, after = line[i - 1 : i], line[i + len(subject) : i + len(subject) + 2]
+        if not (before.isalnum() or before in "-_.") and not (after[:1].isalnum() or after[:1] in "-_" or (after[:1] == "." and after[1:2].isalnum())):
+            return True
+        i = line.find(subject, i + 1)
+    return False
 
 
 def _tied_outcome(clause: str, evidence: list[str], outcomes: tuple[tuple[re.Pattern[str], int], ...]) -> bool:
