@@ -211,7 +211,9 @@ def main() -> None:
             sources = len(ledger.session(f"claude-code:{SID}").originals("d1"))
 
     cmd = f".venv/bin/python benchmarks/bench_hooks.py --rounds {args.rounds}" + (" --unpadded" if args.unpadded else "")
-    out = [f"Hooks: wall time per run, Python start-up included ({machine()}; load average before the run "
+    out = ["### Hooks on the real session as it was at its compaction" if args.unpadded else "## Hooks",
+           "",
+           f"Hooks: wall time per run, Python start-up included ({machine()}; load average before the run "
            f"{load_before}, after {_load()}). `{cmd}`",
            "",
            ("Transcript: the real Claude Code session as it was at its compaction" if args.unpadded else
