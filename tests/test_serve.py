@@ -456,6 +456,14 @@ def test_every_store_serves_the_same_pages(ledger):
         assert c.get("/api/s/incident-7/audit").json()["ok"] is False
         assert c.get("/s/incident-7?at=999").status_code == 404
         assert "incident-7" in c.get("/").text
+        # search through each store's own index (FTS5 sidecar, PostgreSQL tsvector, in memory)
+        hits = c.get("/api/s/incident-7/search?q=billing-api").json()["hits"]
+        assert {"o1", "d1"} <= {h["span_id"] for h in hits}
+        assert all("billing-api" in s.event(h["position"]).text for h in hits)
+        assert c.get("/api/s/incident-7/search?q=billing-api&provenance=derived").json()["hits"][0]["span_id"] == "d1"
+        conv = c.get("/api/s/incident-7/conversation").json()
+        assert [i["span_id"] for i in conv["items"] if i["type"] == "summary"] == ["d1", "d2", "d1"]
+        assert c.get("/api/compare?a=incident-7&at_a=4&at_b=-1").json()["differ"] >= 1
 
 
 def test_sessions_page_takes_drift_findings_from_the_fleet_view(store):
