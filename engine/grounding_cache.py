@@ -66,6 +66,7 @@ class _Stored(msgspec.Struct, array_like=True):
 
 _ENCODE = msgspec.json.Encoder()
 _DECODE = msgspec.json.Decoder(_Stored)
+_PACK = msgspec.msgpack.Encoder()
 
 
 def checker_id(checker: Checker | None) -> str | None:
@@ -79,22 +80,10 @@ def checker_id(checker: Checker | None) -> str | None:
 
 
 def input_digest(text: str, sources: Sequence[Source]) -> str:
-    """A digest of everything a check reads: the derived text and each source's fields."""
-    h = hashlib.blake2b(digest_size=20)
-
-    def put(s: str) -> None:
-        b = s.encode("utf-8", "surrogatepass")
-        h.update(len(b).to_bytes(8, "little"))
-        h.update(b)
-
-    put(text)
-    h.update(len(sources).to_bytes(8, "little"))
-    for s in sources:
-        put(s.text)
-        put(s.role)
-        put(s.harness if isinstance(s.harness, str) else ("\x00true" if s.harness else "\x00false"))
-        put(s.call)
-    return h.hexdigest()
+    """A digest of everything a check reads: the derived text and each source's fields (msgpack is
+    length-prefixed, so no two different inputs encode alike)."""
+    payload = _PACK.encode((text, [(s.text, s.role, s.harness, s.call) for s in sources]))
+    return hashlib.blake2b(payload, digest_size=20).hexdigest()
 
 
 def _encode(result: GroundingResult) -> bytes:
