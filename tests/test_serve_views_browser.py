@@ -18,6 +18,8 @@ from engine.codec import decode_payload, encode_payload
 from engine.viewer.pages import url
 from test_serve_browser import browser, chromium, demo_url, page, server  # noqa: F401  (shared fixtures)
 
+pytestmark = pytest.mark.browser
+
 HOSTILE = '<img src=x onerror="window.__pwned=1"> **<script>window.__pwned=2</script>** \x1b[31m [a](javascript:window.__pwned=3)'
 
 
