@@ -248,3 +248,25 @@ def test_a_new_compaction_checks_only_its_own_summary(ledger):
     assert any(f.value == "14:02" and d.id in f.span_ids for f in report.findings)
     # and an audit at an earlier position reads the same kept results
     assert s.audit(at=s.position - 1).derived_checked == 2 and cache.misses == 3
+
+
+def test_the_report_and_the_fleet_view_read_the_kept_results(tmp_path):
+    from engine.fleet import Fleet
+    from engine.report import build_report
+
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    with Ledger.open(url) as ledger:
+        s = build(ledger, "r", (["billing-api returned 503 at 10:02", "auth-service 500 at 10:07"],
+                                [([0], "billing-api 503 at 14:02"), ([1], "auth-service 500 at 10:07")]))
+        expected = comparable(uncached(ledger.session("r").view()))
+        s.audit()
+        cache = ledger.grounding_cache
+        assert cache.misses == 2
+        html = build_report([ledger.session("r")])  # its audit and the blame of each finding's value
+        assert "14:02" in html
+        with Fleet(ledger) as fleet:
+            fleet.catch_up()
+            row = fleet.row("r")
+        assert cache.misses == 2 and cache.hits >= 3  # nothing checked twice
+        assert any(f.kind == "unsupported-specific" for f in row.audit)
+        assert comparable(ledger.session("r").audit()) == expected
