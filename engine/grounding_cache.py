@@ -21,8 +21,8 @@ Where the rows live (the projection is disposable: drop the table and it is rebu
 - ``memory://`` and encrypted stores: a dict in the process (an encrypted store's findings quote its
   text, which must not sit in plaintext beside it).
 
-A cache that cannot be written (a read-only file, a locked database) only costs the recomputation:
-the result is still returned.
+A cache that cannot be written (a read-only file, a database another writer holds for more than two
+seconds) only costs the recomputation: the result is still returned, never an error.
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ class SqliteGroundingCache(GroundingCache):
     def _conn(self) -> sqlite3.Connection | None:
         if self._db is None and not self._broken:
             try:
-                db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10)
+                db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=2)
                 db.execute(
                     f"CREATE TABLE IF NOT EXISTS {TABLE} (session TEXT NOT NULL, span_id TEXT NOT NULL, "
                     "position INTEGER NOT NULL, checker TEXT NOT NULL, digest TEXT NOT NULL, result BLOB NOT NULL, "
