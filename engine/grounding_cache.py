@@ -178,6 +178,7 @@ class SqliteGroundingCache(GroundingCache):
 
     def _conn(self) -> sqlite3.Connection | None:
         if self._db is None and not self._broken:
+            db = None
             try:
                 db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=2)
                 db.execute(
@@ -186,8 +187,12 @@ class SqliteGroundingCache(GroundingCache):
                     "PRIMARY KEY (session, span_id, position, checker)) WITHOUT ROWID"
                 )
                 self._db = db
-            except sqlite3.Error:
-                self._broken = True  # e.g. a read-only file: results are computed, not kept
+            except sqlite3.Error as e:
+                if db is not None:
+                    db.close()
+                # a busy file is tried again next time; anything else (a read-only file, not a
+                # database) for good: results are computed, not kept
+                self._broken = not any(w in str(e) for w in ("locked", "busy"))
         return self._db
 
     def _get(self, key):

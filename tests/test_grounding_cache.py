@@ -270,3 +270,20 @@ def test_the_report_and_the_fleet_view_read_the_kept_results(tmp_path):
         assert cache.misses == 2 and cache.hits >= 3  # nothing checked twice
         assert any(f.kind == "unsupported-specific" for f in row.audit)
         assert comparable(ledger.session("r").audit()) == expected
+
+
+def test_a_ledger_file_another_writer_holds_still_audits(tmp_path):
+    path = tmp_path / "l.db"
+    with Ledger.open(f"sqlite:///{path}") as ledger:
+        s = build(ledger, "w", (["billing-api returned 503 at 10:02"], [([0], "billing-api 503 at 14:02")]))
+        expected = comparable(uncached(ledger.session("w").view()))
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # holds the write lock past the cache's wait
+        try:
+            assert comparable(s.audit()) == expected
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert ledger.grounding_cache.misses == 1
+        assert comparable(s.audit()) == expected  # kept now that the file is free
+        assert comparable(s.audit()) == expected and ledger.grounding_cache.hits == 1
