@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from engine.spans import ordinal
+from projections.lineage import lineage
 
 if TYPE_CHECKING:
     from engine.reading import LogReader
@@ -101,6 +102,25 @@ def _lineage_lines(node: Any, limit: int = 14) -> list[str]:
     return lines
 
 
+class _EventMemo:
+    """The reader, with each event read once however many lineages ask for it: the report draws the
+    lineage of every finding's summary, and the summaries of one session share their history
+    (events never change, so a kept one is the one the log holds)."""
+
+    def __init__(self, reader: LogReader):
+        self._reader = reader
+        self._events: dict[int, Any] = {}
+
+    def event(self, position: int) -> Any:
+        ev = self._events.get(position)
+        if ev is None:
+            ev = self._events[position] = self._reader.event(position)
+        return ev
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reader, name)
+
+
 def collect(reader: LogReader) -> dict[str, Any]:
     """Everything the report shows about one session (at the reader's position), as plain data."""
     tl = reader.timeline()
@@ -121,6 +141,7 @@ def collect(reader: LogReader) -> dict[str, Any]:
     findings = []
     shown = [f for f in report.findings if f.severity in ("error", "warning")][:MAX_FINDINGS]
     lineage_cache: dict[str, list[str]] = {}
+    memo = _EventMemo(reader)
     blame_cache: dict[str, list[dict[str, Any]]] = {}
     for f in shown:
         item: dict[str, Any] = {
@@ -157,7 +178,7 @@ def collect(reader: LogReader) -> dict[str, Any]:
         if span_id:
             if span_id not in lineage_cache:
                 try:
-                    lin = reader.lineage(span_id)
+                    lin = lineage(memo, span_id)
                     lines = _lineage_lines(lin.came_from)
                     lines += [f"@{b.position} {b.action}" + (f" by {b.by}" if b.by else "") for b in lin.became[-6:]]
                     lineage_cache[span_id] = lines
