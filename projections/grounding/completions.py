@@ -142,7 +142,16 @@ _NOT_DONE = re.compile(
     _I,
 )
 # a heading whose items are plans, not outcomes ("Pending Tasks:", "## Next steps", "7. Remaining work")
+# in a plan's section, only a perfect or passive form still claims something done ("is closed",
+# "was finished and pushed", "were already written")
+_PERFECT = re.compile(r"\b(?:is|are|was|were|has|have|had)\s+(?:been\s+)?(?:also\s+|already\s+|now\s+)?\w+(?:ed|en|t)\b", _I)
+_PLAN_WORDS = r"(?:pending|next|remaining|todo|to-do|plan(?:ned|s)?|outstanding|future|upcoming|optional)"
 _PLAN_HEADING = re.compile(
+    rf"^[ \t]*(?:\d{{1,3}}[.)][ \t]*)?\**[^\n:*]{{0,40}}?\b{_PLAN_WORDS}\b[^\n:*]{{0,40}}?\**[ \t]*:\**[ \t]*$"
+    rf"|^[ \t]*#{{1,6}}[ \t]+[^\n]{{0,40}}?\b{_PLAN_WORDS}\b[^\n]{{0,40}}$",
+    _M,
+)
+_HEADING = re.compile(
     r"^[ \t]*(?:#{1,6}[ \t]*|\d{1,3}[.)][ \t]*|[-*•][ \t]*)?\**[^\n]{0,40}?\b(?:pending|next|remaining|todo|to-do|"
     r"plan(?:ned)?|outstanding|open|future|upcoming|optional)\b[^\n]{0,40}:?\**[ \t]*:?[ \t]*$",
     _M,
@@ -162,8 +171,8 @@ def check_completions(ev: Evidence) -> list[GroundingFinding]:
 
 
 def completions(ev: Evidence) -> list[GroundingFinding]:
-    """One finding per activity the summary claims done that the conversation contradicts (error),
-    never shows (warning), or shows without an outcome (information)."""
+    """A finding for each claim of completed work that the conversation contradicts (error), never
+    shows (warning), or shows without an outcome (information)."""
     text = ev.text
     claimed = [(name, a) for name, a in ACTIVITIES.items() if a.claim.search(text)]
     if not claimed:
@@ -174,61 +183,72 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
     evidence = [s.text for s in conversation if not (s.role == "user" and _REQUEST.search(s.text))]
     out: list[GroundingFinding] = []
     for name, activity in claimed:
-        claim = _first_claim(text, activity.claim, plans)
-        if claim is None:
-            continue
         # a source line that itself says it was done ("deployed cart-api v2.1.0 to prod") is an outcome too
         outcomes = (*activity.outcomes, (activity.claim, 1))
-        offset, said, clause = claim
-        subjects = _subjects(clause) if activity.subject else []
-        if subjects:
-            # a claim that names what it closed is judged by the outcomes that name it
-            named = [line for s in evidence for line in s.split("\n") if any(_names(line, x) for x in subjects)]
-            verdicts = [o for line in named for o in [_outcome(line, outcomes)] if o is not None]
-            mentioned = any(activity.mention.search(line) for line in named)
-            if not verdicts or (verdicts[-1] <= 0 and max(verdicts) <= 0):
-                what = f"the {name} of {subjects[0]}"
-                if verdicts:
-                    severity, why = "error", f"every outcome of {what} is a failure"
-                elif mentioned:
-                    severity, why = "info", f"the conversation mentions {what} but shows no outcome of it (cannot be verified)"
+        verdicts: list[int] | None = None  # of the activity as a whole, computed once
+        mentioned: bool | None = None
+        for offset, said, clause in _claims(text, activity.claim, plans):
+            subjects = _subjects(clause) if activity.subject else []
+            if subjects:
+                verdict = _about(subjects, name, activity, outcomes, evidence)
+                if verdict is not None:
+                    severity, why = verdict
+                    out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
+                                       f"the summary claims {said!r} but {why}", offset=offset, category=name))
+                continue
+            if _tied_outcome(clause, evidence, outcomes):
+                continue  # "31 tests pass": about the run that printed 31, which passed
+            if verdicts is None:
+                verdicts = [o for s in evidence for o in [_outcome(s, outcomes)] if o is not None]
+            state = bool(_STATE.search(said))
+            if verdicts and (verdicts[-1] > 0 or (not state and max(verdicts) > 0)):
+                continue  # a state holds if its last outcome did; an event happened if any outcome shows it
+            if verdicts:
+                which = "last outcome" if state else "every outcome"
+                severity, why = "error", f"the conversation's {which} of the {name} is a failure"
+            else:
+                if mentioned is None:
+                    mentioned = any(activity.mention.search(s.text) for s in conversation)
+                if mentioned:
+                    severity, why = "info", f"the conversation mentions the {name} but shows no outcome of it (cannot be verified)"
                 else:
-                    severity, why = "warning", f"the conversation shows no {name} of {subjects[0]} at all"
-                out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
-                                   f"the summary claims {said!r} but {why}", offset=offset, category=name))
-            continue
-        verdicts = [o for s in evidence for o in [_outcome(s, outcomes)] if o is not None]
-        if _tied_outcome(clause, evidence, outcomes):
-            continue  # "31 tests pass": about the run that printed 31, which passed
-        state = bool(_STATE.search(said))
-        if verdicts and (verdicts[-1] > 0 or (not state and max(verdicts) > 0)):
-            continue  # a state holds if its last outcome did; an event happened if any outcome shows it
-        if verdicts:
-            which = "last outcome" if state else "every outcome"
-            severity, why = "error", f"the conversation's {which} of the {name} is a failure"
-        elif any(activity.mention.search(s.text) for s in conversation):
-            severity, why = "info", f"the conversation mentions the {name} but shows no outcome of it (cannot be verified)"
-        else:
-            severity, why = "warning", f"the conversation shows no {name} at all"
-        out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
-                           f"the summary claims {said!r} but {why}", offset=offset, category=name))
+                    severity, why = "warning", f"the conversation shows no {name} at all"
+            out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
+                               f"the summary claims {said!r} but {why}", offset=offset, category=name))
     return out
 
 
-def _first_claim(text: str, claim_rx: re.Pattern[str], plans: list[tuple[int, int]]) -> tuple[int, str, str] | None:
-    """(offset, the claim's words, its clause) of the first sentence that claims the work done."""
+def _about(subjects: list[str], name: str, activity: Activity, outcomes, evidence: list[str]) -> tuple[str, str] | None:
+    """A claim that names what it is about (what it closed) is judged by the outcomes that name it:
+    (severity, why), or None when one of them shows it done."""
+    named = [line for s in evidence for line in s.split("\n") if any(_names(line, x) for x in subjects)]
+    verdicts = [o for line in named for o in [_outcome(line, outcomes)] if o is not None]
+    if verdicts and (verdicts[-1] > 0 or max(verdicts) > 0):
+        return None
+    what = f"the {name} of {subjects[0]}"
+    if verdicts:
+        return "error", f"every outcome of {what} is a failure"
+    if any(activity.mention.search(line) for line in named):
+        return "info", f"the conversation mentions {what} but shows no outcome of it (cannot be verified)"
+    return "warning", f"the conversation shows no {name} of {subjects[0]} at all"
+
+
+def _claims(text: str, claim_rx: re.Pattern[str], plans: list[tuple[int, int]]):
+    """(offset, the claim's words, its clause) of every sentence that claims the work done."""
     for offset, sentence in sentences(text):
-        if any(a <= offset < b for a, b in plans):
-            continue
+        in_plan = any(a <= offset < b for a, b in plans)
         for m in claim_rx.finditer(sentence):
+            if in_plan and not _PERFECT.search(sentence):
+                continue  # an item of a plan ("- tests pass on CI"): a goal, not a claim
             clause = _clause_around(sentence, m.start(), m.end())
             if not _NOT_DONE.search(clause):
-                return offset + m.start(), m.group(0), clause
-    return None
+                yield offset + m.start(), m.group(0), clause
+                break
 
 
 _FIGURE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?(?![\w.])")
-# an id a claim names: letters and digits or separators ("spotter-dov.3", "OPS-412", "#214")
+
+
 _SUBJECT = re.compile(r"(?<![\w.#/-])(?:[A-Za-z][\w]*(?:[-_.][\w]+)+|#\d+)(?![\w-])")
 
 

@@ -17,6 +17,8 @@ from projections.grounding.specifics import SourceIndex, Specific, extract
 
 __all__ = ["Source", "Evidence", "as_sources", "source_of", "seen_sources", "DESCRIPTIVE_HARNESS"]
 
+# Harness text that carries the user's own words: the commands the user typed (``/compact <instruction>``, ``!cmd``).
+USER_HARNESS = frozenset({"command-name", "command-args", "command-message", "bash-input"})
 # Harness text that tells the model what to do (the compaction prompt, the pointer after a summary,
 # the caveat before a local command): it describes work, it is no evidence that anything was done.
 DESCRIPTIVE_HARNESS = frozenset({"compaction-prompt", "compact-trailer", "local-command-caveat"})
@@ -36,10 +38,11 @@ class Source:
 
     @property
     def speaks_for_user(self) -> bool:
-        """The user's voice: what the user wrote or typed, and the instructions the user had the
-        harness deliver in the user's turn (project context, hook output); not the harness's own
-        prompt or pointers (``DESCRIPTIVE_HARNESS``), not tools, not the assistant."""
-        return self.role == "user" and self.harness not in DESCRIPTIVE_HARNESS
+        """The user's voice: what the user wrote, and the commands the user typed. Not what a
+        harness put in the user's turn (hook output, reminders, project context, the compaction
+        prompt): a rule a hook injected, said to be the user's request, is the instruction a
+        resumed agent would execute on nobody's word."""
+        return self.role == "user" and (not self.harness or self.harness in USER_HARNESS)
 
 
 def source_of(observed: Any) -> Source:

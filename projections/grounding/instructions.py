@@ -1,8 +1,8 @@
 """Rule ``instruction``: what a summary says the user asked for is in the user's own words.
 
 A resumed agent executes what its summary says the user wanted, so "the user asked to …" must be
-stated in the user's voice: a user message, a command the user typed, or the project instructions
-the harness delivers in the user's turn -- not a tool's output or the assistant's own plans. The claim is its verb phrase: quotations and parentheses
+stated in the user's voice: a user message or a command the user typed -- not a tool's output, a
+hook's injected context or the assistant's own plans. The claim is its verb phrase: quotations and parentheses
 inside it cite evidence (an issue title read from a tool, "epic: …") and are checked as literals by
 the ``literal`` rule, not as the user's words. A claim whose words no user message holds is a
 warning (an instruction that appears nowhere); its literals that no source holds at all are errors
@@ -26,7 +26,8 @@ INSTRUCTION_SUPPORT = 0.5  # share of the claim's content words one user message
 _INSTRUCTION = re.compile(
     r"\b(?:the\s+)?user(?:'s)?\s+(?:has\s+|had\s+|also\s+|then\s+|explicitly\s+|specifically\s+)?"
     r"(?:asked|requested|wants|wanted|instructed|told|insisted|prefers|preferred|would\s+like|needs|"
-    r"expects|demanded|directed|approved|agreed|confirmed|said|mentioned|specified|chose|decided)\b"
+    r"expects|demanded|directed|approved|agreed|confirmed|said|mentioned|specified|chose|decided|"
+    r"required|requires|stressed|emphasi[sz]ed|added\s+that|noted\s+that|made\s+clear)\b"
     r"|\b(?:per|following|according\s+to|as\s+per)\s+(?:the\s+)?user(?:'s)?\s+(?:request|instructions?|wishes|"
     r"preference|direction|guidance|orders?)\b"
     r"|\bas\s+(?:the\s+)?user\s+(?:requested|asked|instructed|wanted|said)\b"

@@ -22,6 +22,7 @@ from difflib import SequenceMatcher
 from projections.grounding.evidence import Evidence
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import SourceIndex, Specific, tokens
+from projections.grounding.vocabulary import common_lowercase_words
 
 __all__ = ["UNSUPPORTED", "NEAR_QUOTE", "unsupported", "NEAR_QUOTE_RATIO"]
 
@@ -175,6 +176,10 @@ def _code_words(sp: Specific, index: SourceIndex) -> str | None:
     (``{:ok, trace_id} | :error``), not copied; a note, not an invention."""
     if not sp.text.startswith("`"):
         return None
+    pieces = sp.text.strip("`").split()
+    plain = [w for w in pieces if w.isalpha() and w.islower() and w in common_lowercase_words()]
+    if len(plain) >= 2 and 2 * len(plain) >= len(pieces):
+        return None  # a message in backticks ("variable is unused"), not code: it is quoted, and checked as a quote
     words = tokens(sp.text)
     if len(words) >= 2 and all(w in index.toks for w in words):
         return " ".join(words)
@@ -213,7 +218,7 @@ def computed(sp: Specific, text: str, index: SourceIndex) -> str:
         v = values[0]
         if dim == "%":
             return _percentage(v, text, sp, index)
-        return _converted(dim, values, sp, index)
+        return _converted(dim, values, text, sp, index)
     return _arithmetic(float(sp.value), text, sp, index)
 
 
@@ -225,16 +230,22 @@ def _pairs_in(lines: list[list[float]]):
 
 
 def _lines_with_figures(text: str, sp: Specific, index: SourceIndex) -> list[list[float]]:
+    """The figures of the summary's own line (without ``sp``), and of each source line that shares
+    one of them: arithmetic counts only over figures the summary itself states or cites."""
+    start = text.rfind("\n", 0, sp.start) + 1
     own = _line_at(text, sp.start)
-    mine = [f for f in _figures(own[: sp.start - (text.rfind("\n", 0, sp.start) + 1)] + " " + own[sp.end - (text.rfind("\n", 0, sp.start) + 1) :])]
+    mine = _figures(own[: sp.start - start] + " " + own[sp.end - start :])
     out = [mine]
+    anchors = {f for f in mine}
+    if not anchors:
+        return out
     for t in index.texts:
         if len(t) > 200_000:
             continue
         for line in t.split("\n"):
             if any(c.isdigit() for c in line):
                 figures = _figures(line)
-                if 2 <= len(figures) <= 12:
+                if 2 <= len(figures) <= 12 and anchors.intersection(figures):
                     out.append(figures)
     return out
 
@@ -259,14 +270,16 @@ def _percentage(v: float, text: str, sp: Specific, index: SourceIndex) -> str:
     return ""
 
 
-def _converted(dim: str, values: tuple[float, ...], sp: Specific, index: SourceIndex) -> str:
+def _converted(dim: str, values: tuple[float, ...], text: str, sp: Specific, index: SourceIndex) -> str:
     from projections.grounding.specifics import unit_factors
 
     written = _first_figure(sp.text)
     if written is None:
         return ""
     step = _written_step(sp.text)
-    for n in index.numbers:
+    start = text.rfind("\n", 0, sp.start) + 1
+    own = set(_figures(_line_at(text, sp.start)[: sp.start - start]))  # figures the summary states before it
+    for n in own & index.numbers:
         if n < 100:
             continue  # a short figure converts into too many others by chance
         for f in unit_factors(dim):
