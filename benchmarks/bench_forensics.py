@@ -10,7 +10,9 @@ request and tool ids and timestamps a day later than the previous copy's, so the
 session with N successive compactions. It is imported with the default SQLite store, then each
 command is run as a user runs it (``ctxledger ...`` in a fresh process) and timed with the wall
 clock, in this order: ``export`` (the baseline), ``audit`` (first run: nothing kept yet; second run:
-the kept grounding results), ``blame SESSION "tail_wrapper.sh"``, ``report``, ``fleet`` (its first
+the kept grounding results), ``blame SESSION "tail_wrapper.sh"`` (the issue's needle, which this
+session does not hold) and ``blame SESSION set_attributes_safely`` (held by the live summary, so the
+checker's findings on it are read), ``report``, ``fleet`` (its first
 run: the view is folded from the empty table) and ``lost``. Ratios are to ``export`` of the same
 session in the same run.
 
@@ -42,7 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "data" / "transcripts" / "claude_spotter_ae4a77f8_manual.jsonl"
 SUBAGENTS = REAL.parent / REAL.stem / "subagents"
 CLI = str(ROOT / ".venv" / "bin" / "ctxledger")
-NEEDLE = "tail_wrapper.sh"
+NEEDLE = "tail_wrapper.sh"  # the issue's blame (not in this session: every span is looked at, none holds it)
+IN_SUMMARY = "set_attributes_safely"  # in every copy's summary: that blame judges the live summary
 SESSION = "long"
 
 _IDS = re.compile(rb'"(uuid|parentUuid|logicalParentUuid|messageId|requestId|tool_use_id|id)":"')
@@ -92,6 +95,7 @@ COMMANDS = [
     ("audit (first)", ["audit", SESSION, "--json"]),
     ("audit (second)", ["audit", SESSION, "--json"]),
     ("blame", ["blame", SESSION, NEEDLE, "--json"]),
+    ("blame (summary)", ["blame", SESSION, IN_SUMMARY, "--json"]),
     ("report", ["report", SESSION, "-o", "report.html"]),
     ("fleet (first)", ["fleet", "--json"]),
     ("lost", ["lost", SESSION, "--json"]),
