@@ -84,13 +84,15 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific]) -> list
         elif sp.weak and sp.category == "number":
             message += " (a count may have been inferred)"
         elif sp.weak and sp.category == "name":
-            message += " (a capitalized word at the start of a sentence)"
+            message += " (a possible name in lower-cased text)"
         out.append(finding("literal", UNSUPPORTED, severity, sp.text, message, offset=sp.start,
                            category=sp.category, near=list(near)))
     return out
 
 
 def _severity(sp: Specific, near: list[str]) -> str:
+    if sp.weak and sp.category == "name":
+        return "warning"  # a possible name in lower-cased text (no capital to tell): one no source uses
     if sp.weak:
         # A small count is the summarizer's own (it counted), unless the sources state a different
         # count of the same thing: then it was altered.
