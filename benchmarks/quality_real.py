@@ -23,7 +23,7 @@ import real_data
 
 from engine import EstimateCounter, Ledger
 from engine.importers import import_path
-from projections.grounding import RULES, Evidence, Source, check
+from projections.grounding import RULES, Evidence, Source, SourceIndex, check
 from projections.grounding.evidence import source_of
 
 LOUD = ("error", "warning")
@@ -46,6 +46,7 @@ class Compaction:
     sources: list[Source]
     findings: list[dict] = field(default_factory=list)
     seconds: float = 0.0
+    index: SourceIndex | None = None  # built once: every planted case shares its sources
 
 
 def real_compactions() -> list[Compaction]:
@@ -62,8 +63,9 @@ def real_compactions() -> list[Compaction]:
         d = derived[0]
         sources = [source_of(sp) for sp in s.originals(d.id)]
         t0 = time.perf_counter()
-        found = [f for f in check(d.text, sources, with_coverage=False).findings if f["severity"] in LOUD]
-        out.append(Compaction(t["name"], t["path"], d.text, sources, found, time.perf_counter() - t0))
+        index = SourceIndex.build([src.text for src in sources])
+        found = [f for f in check(d.text, sources, index=index, with_coverage=False).findings if f["severity"] in LOUD]
+        out.append(Compaction(t["name"], t["path"], d.text, sources, found, time.perf_counter() - t0, index))
     return out
 
 
@@ -84,7 +86,7 @@ def evaluate_planted(compactions: list[Compaction]) -> dict:
             continue
         start = planted.index(case["sentence"])
         end = start + len(case["sentence"])
-        found = check(planted, c.sources, with_coverage=False).findings
+        found = check(planted, c.sources, index=c.index, with_coverage=False).findings
         named = [f for f in found if f["severity"] in LOUD and start <= f.get("offset", -1) < end]
         per_kind[case["kind"]][0] += bool(named)
         per_kind[case["kind"]][1] += 1
@@ -114,8 +116,8 @@ def rule_table(compactions: list[Compaction], drift_cases: list[dict], only: str
     rows = {code: {"rule": code, "tp": 0, "targets": 0, "hits_on_target": 0, "fp": 0, "faithful": 0, "seconds": 0.0}
             for code in RULES if only in (None, code)}
 
-    def run(text: str, sources: list[Source]) -> dict[str, list[dict]]:
-        ev = Evidence(text, sources)
+    def run(text: str, sources: list[Source], index: SourceIndex | None = None) -> dict[str, list[dict]]:
+        ev = Evidence(text, sources, index=index)
         out = {}
         for code in rows:
             t0 = time.perf_counter()
@@ -131,23 +133,23 @@ def rule_table(compactions: list[Compaction], drift_cases: list[dict], only: str
         planted = real_data.plant(c.summary, case)
         start = planted.index(case["sentence"])
         end = start + len(case["sentence"])
-        for code, found in run(planted, c.sources).items():
+        for code, found in run(planted, c.sources, c.index).items():
             hit = any(start <= f.get("offset", -1) < end for f in found)
             rows[code]["tp"] += hit
             if PLANTED_RULE.get(case["kind"]) == code:
                 rows[code]["targets"] += 1
                 rows[code]["hits_on_target"] += hit
-    faithful_texts = [(c.summary, c.sources) for c in compactions]
+    faithful_texts = [(c.summary, c.sources, c.index) for c in compactions]
     faithful_texts += [
-        (case["summary"], [Source(s["text"], s.get("role", "")) for s in case["sources"]])
+        (case["summary"], [Source(s["text"], s.get("role", "")) for s in case["sources"]], None)
         for case in real_data.second_author_cases()
     ]
     faithful_texts += [
-        (c["derived"], [Source(t, r) for t, r in zip(c["sources"], c.get("roles") or [""] * len(c["sources"]))])
+        (c["derived"], [Source(t, r) for t, r in zip(c["sources"], c.get("roles") or [""] * len(c["sources"]))], None)
         for c in drift_cases if c["label"] == "faithful"
     ]
-    for text, sources in faithful_texts:
-        for code, found in run(text, sources).items():
+    for text, sources, index in faithful_texts:
+        for code, found in run(text, sources, index).items():
             rows[code]["fp"] += bool(found)
             rows[code]["faithful"] += 1
     return list(rows.values())
