@@ -431,7 +431,7 @@ def audit(reader: LogReader, checker: Checker | None = None, *, cache: Any = Non
         findings.extend(source_findings)
         if not texts:
             continue
-        if span.meta.get("opaque"):  # a provider's encrypted summary: nothing to check it with
+        if span.meta.get("opaque") or span.meta.get("encrypted"):  # a provider's encrypted summary: nothing to check it with
             unchecked += 1
             findings.append(Finding(
                 kind=OPAQUE, severity="warning", span_ids=(span.id,), positions=(span.position,),
