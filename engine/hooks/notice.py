@@ -104,7 +104,11 @@ def compose(session: Any, summary: Span, report: Any, *, budget: int = DEFAULT_B
 
 
 def _statements(summary: Span, report: Any) -> list[tuple[str, list[str]]]:
-    """The summary's sentences the audit found unsupported, each with the reasons, in text order."""
+    """The summary's sentences the audit found unsupported, each with the reasons, in text order.
+    An encrypted summary (Codex remote compaction) has no readable statement: its text is the
+    importer's placeholder, nothing the model wrote."""
+    if summary.meta.get("encrypted"):
+        return []
     prefix = f"{summary.id}: "
     grouped: dict[str, list[str]] = {}
     where: dict[str, int] = {}
