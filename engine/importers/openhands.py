@@ -21,7 +21,6 @@ from typing import Any
 
 import msgspec
 
-from engine.importers.source import decode_line
 from engine.importers.base import (
     MAX_META_ARGS,
     Checkpoint,
@@ -126,7 +125,7 @@ class OpenHandsImporter(Importer):
             ctx.report.lines += 1
             ctx.report.bytes += len(raw)
             try:
-                d = decode_line(msgspec.json.decode, raw)
+                d = msgspec.json.decode(raw)
                 if not isinstance(d, dict):
                     raise msgspec.ValidationError("an event file must hold a JSON object")
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
