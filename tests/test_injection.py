@@ -156,7 +156,7 @@ def test_fleet_and_checkpoints_take_hostile_names_as_data(url, tmp_path):
     write_hostile(led)
     runner = CliRunner()
     res = runner.invoke(main, ["--db", url, "fleet", "--json"])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # it lists drifted sessions: exit 1, like audit
     assert sorted(d["name"] for d in json.loads(res.output)) == sorted(NAMES)
     res = runner.invoke(main, ["--db", url, "fleet", "--since", "today'; DROP TABLE fleet_sessions;--"])
     assert res.exit_code == 2
