@@ -535,18 +535,29 @@ class Session(_Reader):
         return self
 
     @contextlib.contextmanager
-    def batch(self) -> Iterator[Session]:
+    def batch(self, *, atomic: bool = False) -> Iterator[Session]:
         """Save every command issued inside the block in one transaction, when the block exits.
 
         Commands that returned were accepted; they are written when the block exits, even when it
-        exits with an exception (a refused command inside it raised and wrote nothing but its refusal)."""
+        exits with an exception (a refused command inside it raised and wrote nothing but its refusal).
+        ``atomic=True``: all or nothing -- a block that exits with an exception (an error, Ctrl-C)
+        writes none of its events, and the session is read back as it was before the block."""
         self._batch_depth += 1
+        done = False
         try:
             yield self
+            done = True
         finally:
             self._batch_depth -= 1
             if not self._batch_depth:
-                self._flush()
+                if done or not atomic:
+                    self._flush()
+                else:
+                    try:
+                        self._reload()
+                    except Exception:  # the store is gone: read it back on next use
+                        self._pending, self._payloads = [], []
+                        self._stale = True
 
     @contextlib.contextmanager
     def happened_at(self, when: datetime | str | None) -> Iterator[Session]:

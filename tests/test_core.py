@@ -426,3 +426,25 @@ def test_invalid_input_for_sessions(ledger):
         with pytest.raises(InvalidInputError):
             ledger.create_session(bad)
     assert ledger.sessions() == []
+
+
+def test_an_atomic_batch_that_raises_writes_nothing():
+    """``batch(atomic=True)`` is all or nothing: an exception (an interrupted import's Ctrl-C) leaves
+    the log as it was, and the session usable."""
+    from engine import EstimateCounter
+
+    led = Ledger.open("memory://", token_counter=EstimateCounter())
+    s = led.create_session("atomic")
+    s.observe("kept")
+    with pytest.raises(KeyboardInterrupt):
+        with s.batch(atomic=True):
+            s.observe("never written")
+            s.mark("never")
+            raise KeyboardInterrupt
+    assert s.position == 2 and [sp.text for sp in s.spans()] == ["kept"]
+    assert led.session("atomic").position == 2
+    with pytest.raises(KeyboardInterrupt):
+        with s.batch():  # the default keeps what was accepted
+            s.observe("written")
+            raise KeyboardInterrupt
+    assert led.session("atomic").position == 3

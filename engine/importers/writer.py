@@ -61,7 +61,7 @@ class SessionWriter:
             counts = [self._count(t) if self._count else None for t in texts]
         tokens = {id(item): n for item, n in zip(observed, counts)}
         s = self.session
-        with s.batch():
+        with s.batch(atomic=True):  # items and their checkpoint, or nothing (a Ctrl-C mid-commit)
             for item in queue:
                 t = type(item)
                 # each event keeps the transcript's own time (the append time goes to ``recorded``)
