@@ -16,7 +16,7 @@ from engine import validate
 from engine.errors import DuplicateSessionError, ImportFormatError, InvalidInputError, LedgerError, StorageError
 from engine.importers.items import CHUNK, Bad, Compact, Forget, ImportReport, ImportResult, Observe, ParseContext
 from engine.importers.source import Checkpoint, pinned, replaced, session_info
-from engine.importers.writer import SessionWriter
+from engine.importers.writer import SessionWriter, item_time
 
 if TYPE_CHECKING:
     from engine.ledger import Ledger
@@ -137,7 +137,7 @@ def _import_one(importer: Any, ledger: Ledger, source: Path, name: str, info: di
     for _item in _checked(importer.parse(_track(importer.read(source, start, ctx, follow=follow), cursor), ctx),
                           ctx, cursor, None):
         if began is None:
-            began = _item_time(_item)
+            began = item_time(_item)
     last_line, reached = cursor[0], ctx.reached
 
     report = ImportReport(format=importer.format, source=str(source), session=name, sessions=[name])
@@ -295,15 +295,3 @@ def _resume_point(importer: Any, session: Session | None, source: Path, name: st
             "(--session NAME)"
         )
     return cp
-
-
-def _item_time(item: Any) -> Any:
-    """An item's original time, if its meta has a readable one (else None)."""
-    meta = getattr(item, "meta", None)
-    raw = meta.get("timestamp") if isinstance(meta, dict) else None
-    if raw is None:
-        return None
-    try:
-        return validate.moment(raw)
-    except InvalidInputError:
-        return None

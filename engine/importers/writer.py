@@ -79,18 +79,16 @@ class SessionWriter:
                     s.mark(CHECKPOINT_LABEL, by=by, reason=checkpoint)
 
     def _time(self, item: Any) -> datetime | None:
-        """The original time of an item: its meta's ``timestamp`` (ISO 8601 or epoch seconds), when
-        it has a readable one; the last one seen is the time of the checkpoint that follows."""
+        """The item's original time (``item_time``); the last one seen is the time of the
+        checkpoint that follows. Consecutive items of one line share it: parsed once."""
         meta = getattr(item, "meta", None)
         raw = meta.get("timestamp") if isinstance(meta, dict) else None
-        if raw is None or isinstance(raw, bool):
+        if raw is None:
             return None
         if raw == self._time_raw:
             return self._last_time
-        try:
-            when = (datetime.fromtimestamp(raw, timezone.utc) if isinstance(raw, (int, float))
-                    else validate.moment(raw))
-        except (InvalidInputError, ValueError, OverflowError, OSError):
+        when = item_time(item)
+        if when is None:
             return None
         self._time_raw, self._last_time = raw, when
         return when
@@ -161,3 +159,16 @@ class SessionWriter:
                                     reason="compaction recorded in the transcript")
         self.derived_by[span.id] = by
         return span.id
+
+
+def item_time(item: Any) -> datetime | None:
+    """An item's original time: its meta's ``timestamp`` (ISO 8601 or epoch seconds), when it has a
+    readable one; None otherwise (the event then keeps its append time)."""
+    meta = getattr(item, "meta", None)
+    raw = meta.get("timestamp") if isinstance(meta, dict) else None
+    if raw is None or isinstance(raw, bool):
+        return None
+    try:
+        return datetime.fromtimestamp(raw, timezone.utc) if isinstance(raw, (int, float)) else validate.moment(raw)
+    except (InvalidInputError, ValueError, OverflowError, OSError):
+        return None
