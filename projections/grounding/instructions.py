@@ -38,6 +38,17 @@ _INSTRUCTION = re.compile(
 # cited evidence inside a claim: "…", “…”, `…`, (…)
 _CITED = re.compile(r"\"[^\"\n]{1,300}\"|“[^”\n]{1,300}”|`[^`\n]{1,300}`|\([^()\n]{1,300}\)")
 _APPOSITIVE = re.compile(r"\s+[-–—]\s+|,\s+(?:a|an|the|which|whose|titled|called)\s+|\s+\(")
+# the summarizer's own conclusion after the request: "asked for the first, so ops-7m2 is the task"
+_CONSEQUENCE = re.compile(r",\s+(?:and\s+)?(?:so|therefore|hence|thus)\s+|;\s+")
+# verbs coordinated with a sentence whose subject is the user share that subject:
+# "User interrupted the wait, said "check again" and asked not to …"
+_USER_WORD = re.compile(r"\buser\b", re.IGNORECASE)
+_USER_SUBJECT = re.compile(r"^[\W\d]*(?:the\s+)?user\b", re.IGNORECASE)
+_COORDINATED = re.compile(
+    r"(?:,|\band\b|\bthen\b)\s+(?:also\s+|then\s+)?(?:asked|requested|instructed|told|insisted|demanded|"
+    r"required|wants|wanted|said)\b",
+    re.IGNORECASE,
+)
 _QUOTED = re.compile(r"\"([^\"\n]{4,300})\"|“([^”\n]{4,300})”")
 
 
@@ -51,40 +62,60 @@ def user_instructions(ev: Evidence) -> list[GroundingFinding]:
     """Claims about what the user asked for whose words no user source states."""
     text = ev.text
     out: list[GroundingFinding] = []
-    if _INSTRUCTION.search(text) is None:
+    if _INSTRUCTION.search(text) is None and _USER_WORD.search(text) is None:
         return out
     user_texts = ev.user_texts
     user_words = [content_words(t) for t in user_texts]
     user_index = ev.user_index
     for offset, sentence in sentences(text):
-        m = _INSTRUCTION.search(sentence)
-        if m is None:
-            continue
-        claim = sentence[m.end() :].strip(" :,.-")
-        if len(claim) < 3:
-            claim = sentence[: m.start()].strip(" :,.-")  # "Keep v1 until Friday, as the user asked."
-        if _quotes_a_user(claim, user_texts):
-            continue  # the words quoted are the user's own
-        # the request is the verb phrase: an appositive after it ("bead X - an epic with 3 tasks",
-        # "bead X, a P1 epic titled …") describes what was read from a tool, and cited titles and
-        # asides are evidence, checked as literals
-        request = _CITED.sub(" ", _APPOSITIVE.split(claim, 1)[0])
-        words = content_words(request)
-        specifics = [sp for sp in extract(request) if not sp.weak and sp.category != "quote"]
-        if not words and not specifics:
-            continue
-        best = max((len(words & uw) / len(words) for uw in user_words), default=0.0) if words else 1.0
-        missing = [sp.text for sp in specifics if user_index is None or not user_index.supports(sp)[0]]
-        if best >= INSTRUCTION_SUPPORT and not missing:
-            continue
-        who = "no user message" if not user_texts else "none of the user's messages"
-        why = f" (the user never mentions {', '.join(repr(x) for x in missing[:3])})" if missing else ""
-        out.append(finding(
-            "instruction", INVENTED_INSTRUCTION, "warning", sentence.strip(),
-            f"the summary says the user asked for {clip(claim)!r}, which {who} among its sources says{why}",
-            offset=offset + m.start(), category="instruction", support=round(best, 2),
-        ))
+        for m, claim in _requests(sentence):
+            f = _judge(sentence, offset, m, claim, user_texts, user_words, user_index)
+            if f is not None:
+                out.append(f)
     return out
+
+
+def _requests(sentence: str) -> list[tuple[re.Match, str]]:
+    """Each request a sentence reports, with the words that state it (up to the next request)."""
+    marks = list(_INSTRUCTION.finditer(sentence))
+    if marks or _USER_SUBJECT.match(sentence):
+        first = marks[0].start() if marks else 0
+        marks += [m for m in _COORDINATED.finditer(sentence) if m.start() > first]
+        marks.sort(key=lambda m: m.start())
+    out = []
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(sentence)
+        claim = sentence[m.end() : end].strip(" :,.-")
+        if len(claim) < 3 and i == 0:
+            claim = sentence[: m.start()].strip(" :,.-")  # "Keep v1 until Friday, as the user asked."
+        out.append((m, claim))
+    return out
+
+
+def _judge(sentence: str, offset: int, m: re.Match, claim: str, user_texts: list[str],
+           user_words: list[set[str]], user_index) -> GroundingFinding | None:
+    """A finding when no user message states the request ``claim`` (None when one does)."""
+    if _quotes_a_user(claim, user_texts):
+        return None  # the words quoted are the user's own
+    # the request is the verb phrase: an appositive after it ("bead X - an epic with 3 tasks",
+    # "bead X, a P1 epic titled …") describes what was read from a tool, and cited titles and
+    # asides are evidence, checked as literals; a conclusion after it is the summarizer's own
+    request = _CITED.sub(" ", _CONSEQUENCE.split(_APPOSITIVE.split(claim, 1)[0], 1)[0])
+    words = content_words(request)
+    specifics = [sp for sp in extract(request) if not sp.weak and sp.category != "quote"]
+    if not words and not specifics:
+        return None
+    best = max((len(words & uw) / len(words) for uw in user_words), default=0.0) if words else 1.0
+    missing = [sp.text for sp in specifics if user_index is None or not user_index.supports(sp)[0]]
+    if best >= INSTRUCTION_SUPPORT and not missing:
+        return None
+    who = "no user message" if not user_texts else "none of the user's messages"
+    why = f" (the user never mentions {', '.join(repr(x) for x in missing[:3])})" if missing else ""
+    return finding(
+        "instruction", INVENTED_INSTRUCTION, "warning", sentence.strip(),
+        f"the summary says the user asked for {clip(claim)!r}, which {who} among its sources says{why}",
+        offset=offset + m.start(), category="instruction", support=round(best, 2),
+    )
 
 
 def _quotes_a_user(claim: str, user_texts: list[str]) -> bool:

@@ -21,7 +21,7 @@ from difflib import SequenceMatcher
 
 from projections.grounding.evidence import Evidence
 from projections.grounding.registry import GroundingFinding, finding, rule
-from projections.grounding.specifics import SourceIndex, Specific, tokens
+from projections.grounding.specifics import _SMALL, SourceIndex, Specific, tokens
 from projections.grounding.vocabulary import common_lowercase_words
 
 __all__ = ["UNSUPPORTED", "NEAR_QUOTE", "unsupported", "NEAR_QUOTE_RATIO"]
@@ -57,7 +57,7 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific]) -> list
         if patterns and sp.category != "quote" and any(a <= sp.start and sp.end <= b for a, b in patterns):
             continue
         ok, near = index.supports(sp)
-        if ok:
+        if ok or _stated_otherwise(sp, text, index):
             continue
         if sp.key in seen:
             continue
@@ -70,7 +70,8 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific]) -> list
                                    offset=sp.start, category="quote", near=[close] if close else []))
                 continue
         severity = _severity(sp, near)
-        how = computed(sp, text, index) if severity != "info" and not (sp.category == "number" and sp.noun and near) else ""
+        altered = sp.category == "number" and sp.noun and near and not _REMAINDER.search(text[max(0, sp.start - 16) : sp.start])
+        how = computed(sp, text, index) if severity != "info" and not altered else ""
         if how:
             severity = "info"  # the summarizer's arithmetic, which no source prints: cannot be verified
         what = _CATEGORY_WORDS.get(sp.category, sp.category)
@@ -88,6 +89,94 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific]) -> list
         out.append(finding("literal", UNSUPPORTED, severity, sp.text, message, offset=sp.start,
                            category=sp.category, near=list(near)))
     return out
+
+
+def _stated_otherwise(sp: Specific, text: str, index: SourceIndex) -> bool:
+    """A literal the sources state in another written form the index does not normalize: verbatim
+    inside a longer token, a listing's line number, a rounded or re-expressed figure, a count joined
+    to its noun, a class of status codes written as a pattern."""
+    if _verbatim(sp.text, index):
+        return True
+    if sp.category == "number":
+        return _listing_figure(sp, text, index)
+    if sp.category == "quantity":
+        return _rounded(sp, index) or _ratio_as_percent(sp, index)
+    if sp.category == "identifier":
+        return _count_compound(sp, index)
+    if sp.category == "code" and isinstance(sp.value, tuple):
+        return _code_class_pattern(sp, index)
+    return False
+
+
+def _verbatim(written: str, index: SourceIndex) -> bool:
+    """What a source says verbatim is stated, also inside a longer token (``70%`` in ``91%/70%``,
+    ``4.14.1`` in ``node-sass@4.14.1``), as long as it is not part of a longer word or figure."""
+    w = written.strip().lower()
+    if len(w) < 2 or w.startswith(("`", '"', "'", "“")):
+        return False
+    return re.search(r"(?<![\w.])" + re.escape(w) + r"(?![\w]|\.\d)", index.lower) is not None
+
+
+def _written_decimals(written: str) -> int:
+    m = _FIGURE.search(written)
+    if m is None or "." not in m.group(0):
+        return 0
+    return len(m.group(0).split(".", 1)[1])
+
+
+def _rounded(sp: Specific, index: SourceIndex) -> bool:
+    """A quantity written with fewer digits than a source gives it, in any unit of its dimension:
+    "5.4 seconds" for ``5.377s``, "5.4 s" for ``5412 ms`` (rounding to what is written)."""
+    dim, values = sp.value
+    written = _first_figure(sp.text)
+    stated = index.quantities.get(dim)
+    if not written or not stated:
+        return False
+    half_step = 0.5 * 10.0 ** -_written_decimals(sp.text)
+    for v in values:
+        scale = v / written
+        if any(abs(o - v) <= half_step * scale * (1 + 1e-9) and o != v for o in stated):
+            return True
+    return False
+
+
+def _ratio_as_percent(sp: Specific, index: SourceIndex) -> bool:
+    """A percentage of a fraction a source prints as a decimal: "about 0.3%" for ``0.0031``."""
+    dim, values = sp.value
+    if dim != "%":
+        return False
+    half_step = 0.5 * 10.0 ** -_written_decimals(sp.text)
+    v = values[0]
+    return any(0 < o < 1 and abs(100 * o - v) <= half_step * (1 + 1e-9) for o in index.numbers)
+
+
+_COUNT_COMPOUND = re.compile(r"(\d+(?:\.\d+)?)-([a-z]{3,})")
+
+
+def _count_compound(sp: Specific, index: SourceIndex) -> bool:
+    """A number joined to an English noun by a hyphen (``12-replica``, ``3-node``) is a count of it,
+    stated when the number is."""
+    m = _COUNT_COMPOUND.fullmatch(sp.text.lower())
+    if m is None or m.group(2).rstrip("s") not in common_lowercase_words() and m.group(2) not in common_lowercase_words():
+        return False
+    return float(m.group(1)) in index.numbers
+
+
+def _code_class_pattern(sp: Specific, index: SourceIndex) -> bool:
+    """A class of status codes (``5xx``) a source writes as a pattern (``code=~"5.."``, ``5\\d\\d``)."""
+    first = sp.text.strip()[:1]
+    return re.search(r"(?<![\w.])" + re.escape(first) + r"(?:\.\.|\\d\\d|\[0-9\]\[0-9\])", index.lower) is not None
+
+
+_LINE_BEFORE = re.compile(r"(?:\blines?|\bL)\s*$", re.I)
+
+
+def _listing_figure(sp: Specific, text: str, index: SourceIndex) -> bool:
+    """A file listing's gutter states line positions ("line 50", "L50") and the listing's length
+    ("312 lines"), nothing else."""
+    if sp.value in index.line_numbers and _LINE_BEFORE.search(text[max(0, sp.start - 8) : sp.start]):
+        return True
+    return sp.value in index.listing_lengths and sp.noun.lower() in ("line", "lines")
 
 
 def _severity(sp: Specific, near: list[str]) -> str:
@@ -194,8 +283,27 @@ _OF_TOTAL = re.compile(r"\s*(?:of|out\s+of|/)\s*\d")
 _FIGURE = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])\d+(?:\.\d+)?(?![\w])")
 
 
-def _figures(line: str) -> list[float]:
-    return [float(m.group(0).replace(",", "")) for m in _FIGURE.finditer(line)]
+_ORDINAL_WORDS = {w: i + 1 for i, w in enumerate(
+    "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth".split())}
+_WORD_FIGURE = re.compile(r"\b[A-Za-z]+\b")
+
+
+# "the other 8", "the remaining 3": a remainder the summarizer computed from a whole the sources count
+_REMAINDER = re.compile(r"\b(?:other|remaining|rest\s+of\s+the)\s+$", re.I)
+
+
+def _figures(line: str, *, words: bool = False) -> list[float]:
+    """The figures a line states in digits; with ``words``, also in words ("Five of the 37", "the
+    fourth")."""
+    out = [float(m.group(0).replace(",", "")) for m in _FIGURE.finditer(line)]
+    if not words:
+        return out
+    for m in _WORD_FIGURE.finditer(line):
+        w = m.group(0).lower()
+        n = _SMALL.get(w, _ORDINAL_WORDS.get(w))
+        if n is not None and n > 1:
+            out.append(float(n))
+    return out
 
 
 def _line_at(text: str, offset: int) -> str:
@@ -257,7 +365,10 @@ def _arithmetic(v: float, text: str, sp: Specific, index: SourceIndex) -> str:
     for figures in lines:
         if len(figures) > 2 and sum(figures) == v:
             return "the total of the figures stated together"
-    for a, b in _pairs_in(lines):
+    start = text.rfind("\n", 0, sp.start) + 1
+    own = _line_at(text, sp.start)
+    spoken = _figures(own[: sp.start - start] + " " + own[sp.end - start :], words=True)
+    for a, b in _pairs_in([spoken, *lines[1:]]):
         if v in (a + b, abs(a - b)) and v not in (a, b):
             return f"the sum or difference of {a:g} and {b:g}, stated together"
     return ""

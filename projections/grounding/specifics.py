@@ -371,7 +371,7 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
         "number",
         _deferred(
             rf"(?<![\w.#/:-])(?P<num>[-+]?(?:{_NUM}))(?:st|nd|rd|th)?(?:\s+(?P<scale>thousand|million|billion|trillion)\b)?(?![\w/]|\.\d|:\d)"
-            rf"(?:(?=\s+(?P<noun>[a-z][a-z-]+)))?",
+            rf"(?:(?=[ \t]+(?P<noun>[a-z][a-z-]+)))?",
             _I,
         ),
     ),
@@ -379,7 +379,7 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
         "numword",
         _deferred(
             rf"\b(?P<num>{_NUMWORDS_RE})\b"
-            rf"(?:(?=\s+(?P<noun>[a-z][a-z-]+)))?",
+            rf"(?:(?=[ \t]+(?P<noun>[a-z][a-z-]+)))?",
             _I,
         ),
     ),
@@ -1025,6 +1025,35 @@ def _title_run(text: str, a: int, b: int) -> bool:
 
 # -- support ---------------------------------------------------------------------------------
 
+# A file listing's line-number gutter (Claude Code's Read output: ``    50→  code``; ``cat -n``:
+# ``    50<TAB>code``) is the harness's position marker, not a figure the file states: with it, every
+# number below a listing's length would ground any count a summary invents ("500 lines", "212
+# insertions"). The gutter grounds line positions ("line 50") and the listing's length only.
+_ARROW_GUTTER = re.compile(r"(?m)^( *)(\d{1,7})→")
+_TAB_GUTTER = re.compile(r"(?m)^( *)(\d{1,7})\t")
+
+
+def _without_gutter(text: str, line_numbers: set[float], listing_lengths: set[float]) -> str:
+    """``text`` with its listing gutters blanked (same length, so offsets hold); their numbers go
+    to ``line_numbers`` and each listing's last one to ``listing_lengths``."""
+    if "→" in text:
+        matches = list(_ARROW_GUTTER.finditer(text))
+    elif "\t" in text:
+        matches = list(_TAB_GUTTER.finditer(text))
+        # a tab after a number is a gutter only where the numbers count up line by line
+        if not (len(matches) >= 3 and all(int(b.group(2)) == int(a.group(2)) + 1 for a, b in zip(matches, matches[1:]))):
+            return text
+    else:
+        return text
+    if not matches:
+        return text
+    chars = list(text)
+    for m in matches:
+        line_numbers.add(float(int(m.group(2))))
+        chars[m.start(2) : m.end(2)] = " " * (m.end(2) - m.start(2))
+    listing_lengths.add(float(int(matches[-1].group(2))))
+    return "".join(chars)
+
 
 @dataclass(slots=True)
 class SourceIndex:
@@ -1043,6 +1072,8 @@ class SourceIndex:
     _grams: set[str] | None = None
     _norm: str | None = None
     lower: str = ""
+    line_numbers: set[float] = field(default_factory=set)  # positions a file listing's gutter shows
+    listing_lengths: set[float] = field(default_factory=set)  # the last line number of each listing
 
     @classmethod
     def build(
@@ -1050,8 +1081,12 @@ class SourceIndex:
     ) -> SourceIndex:
         """Index ``texts`` (``specifics`` and ``tok_lists``: their already extracted specifics and
         tokens, one list per text)."""
-        texts = tuple(texts)
+        line_numbers: set[float] = set()
+        listing_lengths: set[float] = set()
+        texts = tuple(_without_gutter(t, line_numbers, listing_lengths) for t in texts)
         idx = cls(texts)
+        idx.line_numbers = line_numbers
+        idx.listing_lengths = listing_lengths
         all_toks: list[str] = []
         for i, t in enumerate(texts):
             found = specifics[i] if specifics is not None else extract(t)
@@ -1066,7 +1101,8 @@ class SourceIndex:
             idx.by_cat.setdefault(sp.category, []).append(sp)
             if sp.category == "number":
                 idx.numbers.add(sp.value)
-                idx.bare_numbers.add(sp.value)
+                if not sp.noun:  # "timeout=30" may ground "a 30s timeout"; "64 files" grounds no "64 KB"
+                    idx.bare_numbers.add(sp.value)
                 if sp.noun:
                     idx.noun_numbers.setdefault(_singular(sp.noun), set()).add(sp.value)
             elif sp.category == "quantity":
