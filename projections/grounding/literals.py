@@ -105,6 +105,9 @@ def _stated_otherwise(sp: Specific, text: str, index: SourceIndex) -> bool:
         return _count_compound(sp, index)
     if sp.category == "code" and isinstance(sp.value, tuple):
         return _code_class_pattern(sp, index)
+    if sp.category == "code" and "/" in sp.text and "#" in sp.text:
+        repo, _, number = sp.text.lower().rpartition("#")
+        return re.search(re.escape(repo) + r"/(?:issues|pull)/" + number + r"(?!\d)", index.lower) is not None
     return False
 
 
@@ -204,6 +207,8 @@ def _quote_note(sp: Specific, index: SourceIndex) -> tuple[str, str] | None:
     """(closest source words, message) when an unsupported quotation is a near-quote: the same
     words misquoted, code re-typed from what was read, or a pattern whose fixed parts a source
     states; None when it is an invention."""
+    if _one_identifier(sp.text) and not _identifier_stated(sp.text, index):
+        return None  # a different identifier, however close its spelling: an invention, not a misquote
     close = _near_quote(sp.value, index)
     if close is not None:
         return close, "quotation {q!r} is not verbatim; the closest source words are {close!r}"
@@ -213,6 +218,22 @@ def _quote_note(sp: Specific, index: SourceIndex) -> tuple[str, str] | None:
     if _pattern_stated(sp.text, index):
         return "", "quotation {q!r} is a pattern (placeholders stand for values); its fixed parts are in the sources"
     return None
+
+
+_ARITY = re.compile(r"/\d$")
+
+
+def _one_identifier(quoted: str) -> bool:
+    """A code span that is one dotted or joined name (`Spotter.Services.Tail.Pool`, `put_debug/2`)."""
+    inner = quoted.strip("`")
+    return quoted.startswith("`") and len(inner) > 2 and not any(c.isspace() for c in inner) and not _PLACEHOLDER.search(inner)
+
+
+def _identifier_stated(quoted: str, index: SourceIndex) -> bool:
+    """An identifier is stated when a source writes its name parts in that order; an arity
+    (``/2``) is the summarizer's notation for a function the sources define or call."""
+    words = tokens(_ARITY.sub("", quoted.strip("`")))
+    return not words or f" {' '.join(words)} " in index.norm
 
 
 def _pattern_stated(quoted: str, index: SourceIndex) -> bool:

@@ -337,6 +337,7 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
             r"|\bSEV-?\d\b|\bP[0-4]\b"  # severities and priorities
             r"|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b"  # ERR_TIMEOUT
             r"|\bE[A-Z]{4,}\b"  # errno names: ECONNREFUSED
+            r"|(?<![\w./-])[A-Za-z][\w.-]*/[\w.-]+#\d+\b"  # an issue of another repository: owner/repo#214
             r"|(?<![\w&])#\d+\b"  # PR #123
         ),
     ),
@@ -601,6 +602,8 @@ def _token_kinds(tok: str, months: bool) -> tuple[str, ...]:
         return tuple(plain)
     has_digit = _HAS_DIGIT.search(tok) is not None
     kinds: list[str] = []
+    if has_digit and "/" in tok and "#" in tok and "://" not in tok:
+        kinds.append("code")  # owner/repo#214
     if "://" in tok:
         kinds.append("url")
     if "@" in tok:
