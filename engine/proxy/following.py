@@ -1,21 +1,27 @@
 """Following a conversation without a header through a whole-history rewrite.
 
 A client that compacts its own history sends ``[system, "<summary of the earlier turns>", <next
-turn>, ...]``: its opening changed, so by its opening it is a new conversation. The proxy takes it
-as a rewrite of a conversation it recorded when ALL of these hold (the rule docs/proxy.md states,
-with its measured precision):
+turn>, ...]`` — or, as Claude Code's automatic compaction does, the summary alone with the next
+instruction at its end: its opening changed, so by its opening it is a new conversation. The proxy
+takes it as a rewrite of a conversation it recorded when ALL of these hold (the rule docs/proxy.md
+states, with its measured precision):
 
 1. same client: the same credentials (a hash, never stored) and User-Agent;
 2. same system prompt and the same tools;
-3. the first message after the system prompt is one plain text part (the shape of a summary) and
-   at least one more message follows it (the next turn);
+3. the first message after the system prompt is one plain text part (the shape of a summary);
 4. the request holds fewer messages than that conversation's history did (a rewrite shrinks it);
-5. and either the summary contains, word for word, a long reply (``QUOTED_CHARS``+) the model gave
-   in exactly one such conversation (a client that asked the model for the summary through the
-   proxy), or its distinctive words (identifiers, numbers, words of 5+ letters) are that
-   conversation's: at least ``MIN_SHARED`` of them, ``MIN_SCORE`` of their weight (a word found in
-   fewer of the candidate conversations weighs more), and ``MARGIN`` times the runner-up's score —
-   an ambiguous match joins nothing.
+5. and the summary is that conversation's, by one of two kinds of evidence:
+   a. QUOTED: it reproduces a long reply (``QUOTED_CHARS``+) the model gave in exactly one such
+      conversation — word for word up to markup (``QUOTED_SHARE`` of the reply's ``SHINGLE``-word
+      runs are in the summary; Claude Code turns the model's ``<summary>`` tags into "Summary:").
+      This is what a client that asked the model for the summary through the proxy sends, and
+      the only evidence taken for a request that is the summary ALONE: a lone message is how
+      every conversation opens, so only a reply the model wrote in that conversation ties it to one.
+   b. WORDS, when the summary is followed by at least one more message (the next turn): its
+      distinctive words (identifiers, numbers, words of 5+ letters) are that conversation's: at
+      least ``MIN_SHARED`` of them, ``MIN_SCORE`` of their weight (a word found in fewer of the
+      candidate conversations weighs more), and ``MARGIN`` times the runner-up's score.
+   An ambiguous match (two conversations quoted, or a runner-up within the margin) joins nothing.
 
 Anything else is a new conversation, as before: a conversation is never joined on a guess.
 """
@@ -34,7 +40,10 @@ __all__ = ["Follower", "distinctive", "MIN_SCORE", "MIN_SHARED", "MARGIN"]
 MIN_SCORE = 0.3  # weighted share of the summary's distinctive words found in the conversation
 MIN_SHARED = 2  # fewest distinctive words in common
 MARGIN = 2.0  # the best conversation's score over the runner-up's
-QUOTED_CHARS = 200  # a reply this long found verbatim in the summary tells its conversation
+QUOTED_CHARS = 200  # a reply this long reproduced in the summary tells its conversation
+QUOTED_SHARE = 0.8  # of the reply's word runs found in the summary
+SHINGLE = 8  # words per run: a run of 8 words rarely recurs by chance
+SAMPLE = 64  # word runs kept per reply (the smallest hashes: a fixed-size sample of any reply)
 REPLIES_KEPT = 4
 WORDS_KEPT = 20_000  # distinctive words remembered per conversation (the most recent)
 CONVERSATIONS_KEPT = 1024
@@ -60,6 +69,22 @@ def distinctive(text: str) -> set[str]:
     return out
 
 
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+
+def _runs(text: str) -> set[int]:
+    """Hashes of the ``SHINGLE``-word runs of ``text``, its words lower-cased and its markup and
+    punctuation ignored (a reply and a client's reformatting of it share them)."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    if len(words) < SHINGLE:
+        return {hash(" ".join(words))} if words else set()
+    return {hash(" ".join(words[i : i + SHINGLE])) for i in range(len(words) - SHINGLE + 1)}
+
+
+def _sample(text: str) -> frozenset[int]:
+    return frozenset(sorted(_runs(text))[:SAMPLE])
+
+
 def fingerprint(client: str, system_hash: str, tools: bytes | None) -> str:
     """Who is talking and with what instructions: credentials and User-Agent (hashed here, never
     kept), the system prompt's hash, the tools' bytes."""
@@ -77,7 +102,7 @@ class _Conversation:
         self.fingerprint = fp
         self.words: OrderedDict[str, None] = OrderedDict()
         self.messages = 0  # messages in its latest request (and replies since)
-        self.replies: list[str] = []  # its latest long replies
+        self.replies: list[frozenset[int]] = []  # samples of the word runs of its latest long replies
 
 
 class Follower:
@@ -87,6 +112,7 @@ class Follower:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
+        self._joined: OrderedDict[tuple[str, str], str] = OrderedDict()  # (client, a rewrite's opening) -> its conversation
 
     def register(self, name: str, fp: str) -> None:
         with self._lock:
@@ -107,7 +133,7 @@ class Follower:
                 return
             for reply in replies:
                 if len(reply) >= QUOTED_CHARS:
-                    c.replies = [*c.replies, reply][-REPLIES_KEPT:]
+                    c.replies = [*c.replies, _sample(reply)][-REPLIES_KEPT:]
             for text in texts:
                 for w in distinctive(text):
                     c.words[w] = None
@@ -116,16 +142,23 @@ class Follower:
                 c.words.popitem(last=False)
             c.messages = messages
 
-    def rewritten(self, fp: str, summary: str, messages: int) -> str | None:
+    def rewritten(self, fp: str, summary: str, messages: int, *, alone: bool = False) -> str | None:
         """The conversation a request of ``messages`` messages opening with ``summary`` rewrites,
-        or None (then it is a new conversation)."""
-        words = distinctive(summary)
+        or None (then it is a new conversation). ``alone``: nothing follows the summary (then only
+        a quoted reply counts)."""
+        # Every conversation of this client and prompt competes, the shrink (rule 4) is asked of the
+        # winner only: a conversation already rewritten must not leave its continuation to the next best.
         with self._lock:
-            candidates = [(name, c) for name, c in self._conversations.items() if c.fingerprint == fp and messages < c.messages]
-            quoted = [name for name, c in candidates if any(r in summary for r in c.replies)]
+            candidates = [(name, c) for name, c in self._conversations.items() if c.fingerprint == fp]
+            if not candidates:
+                return None
+            sizes = {name: c.messages for name, c in candidates}
+            runs = _runs(summary)
+            quoted = [name for name, c in candidates if any(_quotes(runs, r) for r in c.replies)]
             if len(quoted) == 1:
-                return quoted[0]
-            if len(words) < MIN_SHARED or not candidates:
+                return quoted[0] if messages < sizes[quoted[0]] else None
+            words = distinctive(summary)
+            if alone or len(quoted) > 1 or len(words) < MIN_SHARED:
                 return None
             df = {w: sum(1 for _, c in candidates if w in c.words) for w in words}
             n = len(candidates)
@@ -141,4 +174,20 @@ class Follower:
             return None
         if len(scores) > 1 and scores[1][0] * MARGIN > score:
             return None  # two conversations could have written it: join neither
-        return name
+        return name if messages < sizes[name] else None
+
+    def join(self, fp: str, opening: str, name: str) -> None:
+        """This client's requests that open like this one (the summary and what follows it) go to ``name``."""
+        with self._lock:
+            self._joined[(fp, opening)] = name
+            self._joined.move_to_end((fp, opening))
+            while len(self._joined) > CONVERSATIONS_KEPT:
+                self._joined.popitem(last=False)
+
+    def joined(self, fp: str, opening: str) -> str | None:
+        """The conversation this client's rewrite opening like this was recognised as, if any."""
+        return self._joined.get((fp, opening))
+
+
+def _quotes(runs: set[int], reply: frozenset[int]) -> bool:
+    return bool(reply) and len(reply & runs) >= QUOTED_SHARE * len(reply)
