@@ -213,3 +213,21 @@ def test_the_calls_after_a_recognised_rewrite_stay_in_its_conversation(upstream,
         [s] = joined
         assert [x.text for x in s.spans() if x.derived] == [summary["content"]]
         assert [x.text for x in s.spans()][-2:] == ["And the error rate?", "You said: And the error rate?"]
+
+
+def test_only_kept_replies_are_quoted_and_an_evicted_conversation_leaves_nothing_behind(monkeypatch):
+    import engine.proxy.following as following
+
+    monkeypatch.setattr(following, "CONVERSATIONS_KEPT", 2)
+    follow = Follower()
+    fp = fingerprint("client", "system", None)
+    follow.register("a", fp)
+    old = REPLY.replace("0042", "0041").replace("14:02", "09:15")
+    follow.recorded("a", [], messages=20, replies=[old])
+    for k in range(following.REPLIES_KEPT):
+        follow.recorded("a", [], messages=20, replies=[f"Reply {k}: " + REPLY.replace("invoices", f"ledger_{k}") * 2])
+    assert follow.rewritten(fp, old, 2, alone=True) is None  # no longer among its kept replies
+    assert follow.rewritten(fp, f"Reply 0: {REPLY.replace('invoices', 'ledger_0') * 2}", 2, alone=True) == "a"
+    follow.register("b", fp)
+    follow.register("c", fp)  # "a" is evicted: its replies are forgotten with it
+    assert not follow.tracks("a") and follow._quoted == {}

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from hashlib import blake2b
 
@@ -113,13 +113,29 @@ class Follower:
         self._lock = threading.Lock()
         self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
         self._joined: OrderedDict[tuple[str, str], str] = OrderedDict()  # (client, a rewrite's opening) -> its conversation
+        # a sampled word run -> the (conversation, reply sample) holding it: a summary is checked
+        # against every kept reply by looking up its own runs, not by visiting each conversation
+        self._quoted: dict[int, set[tuple[str, frozenset[int]]]] = {}
+
+    def _index(self, name: str, samples: Iterable[frozenset[int]], add: bool) -> None:
+        for sample in samples:
+            for h in sample:
+                if add:
+                    self._quoted.setdefault(h, set()).add((name, sample))
+                else:
+                    holders = self._quoted.get(h)
+                    if holders is not None:
+                        holders.discard((name, sample))
+                        if not holders:
+                            del self._quoted[h]
 
     def register(self, name: str, fp: str) -> None:
         with self._lock:
             if name not in self._conversations:
                 self._conversations[name] = _Conversation(fp)
                 while len(self._conversations) > CONVERSATIONS_KEPT:
-                    self._conversations.popitem(last=False)
+                    gone, c = self._conversations.popitem(last=False)
+                    self._index(gone, set(c.replies), add=False)
 
     def tracks(self, name: str) -> bool:
         return name in self._conversations
@@ -127,13 +143,16 @@ class Follower:
     def recorded(self, name: str, texts: Iterable[str], messages: int, replies: Iterable[str] = ()) -> None:
         """What a call recorded in ``name``: the texts of new spans, the size of the client's view,
         the model's replies."""
+        samples = [_sample(reply) for reply in replies if len(reply) >= QUOTED_CHARS]
         with self._lock:
             c = self._conversations.get(name)
             if c is None:
                 return
-            for reply in replies:
-                if len(reply) >= QUOTED_CHARS:
-                    c.replies = [*c.replies, _sample(reply)][-REPLIES_KEPT:]
+            if samples:
+                old = set(c.replies)
+                c.replies = [*c.replies, *samples][-REPLIES_KEPT:]
+                self._index(name, old - set(c.replies), add=False)
+                self._index(name, set(c.replies) - old, add=True)
             for text in texts:
                 for w in distinctive(text):
                     c.words[w] = None
@@ -148,18 +167,22 @@ class Follower:
         a quoted reply counts)."""
         # Every conversation of this client and prompt competes, the shrink (rule 4) is asked of the
         # winner only: a conversation already rewritten must not leave its continuation to the next best.
+        runs = _runs(summary)
+        words = distinctive(summary)
         with self._lock:
+            hits: Counter[tuple[str, frozenset[int]]] = Counter()
+            for h in runs:
+                hits.update(self._quoted.get(h, ()))
+            quoted = sorted({name for (name, sample), k in hits.items()
+                             if k >= QUOTED_SHARE * len(sample) and self._conversations[name].fingerprint == fp})
+            if len(quoted) == 1:
+                return quoted[0] if messages < self._conversations[quoted[0]].messages else None
+            if alone or len(quoted) > 1 or len(words) < MIN_SHARED:
+                return None
             candidates = [(name, c) for name, c in self._conversations.items() if c.fingerprint == fp]
             if not candidates:
                 return None
             sizes = {name: c.messages for name, c in candidates}
-            runs = _runs(summary)
-            quoted = [name for name, c in candidates if any(_quotes(runs, r) for r in c.replies)]
-            if len(quoted) == 1:
-                return quoted[0] if messages < sizes[quoted[0]] else None
-            words = distinctive(summary)
-            if alone or len(quoted) > 1 or len(words) < MIN_SHARED:
-                return None
             df = {w: sum(1 for _, c in candidates if w in c.words) for w in words}
             n = len(candidates)
             weight = {w: math.log((n + 1) / (max(k, 1) + 0.5)) for w, k in df.items()}
@@ -187,7 +210,3 @@ class Follower:
     def joined(self, fp: str, opening: str) -> str | None:
         """The conversation this client's rewrite opening like this was recognised as, if any."""
         return self._joined.get((fp, opening))
-
-
-def _quotes(runs: set[int], reply: frozenset[int]) -> bool:
-    return bool(reply) and len(reply & runs) >= QUOTED_SHARE * len(reply)
