@@ -75,10 +75,10 @@ _WORD = re.compile(r"[A-Za-z0-9_]+")
 def _runs(text: str) -> set[int]:
     """Hashes of the ``SHINGLE``-word runs of ``text``, its words lower-cased and its markup and
     punctuation ignored (a reply and a client's reformatting of it share them)."""
-    words = [w.lower() for w in _WORD.findall(text)]
+    words = _WORD.findall(text.lower())
     if len(words) < SHINGLE:
-        return {hash(" ".join(words))} if words else set()
-    return {hash(" ".join(words[i : i + SHINGLE])) for i in range(len(words) - SHINGLE + 1)}
+        return {hash(tuple(words))} if words else set()
+    return set(map(hash, zip(*(words[k:] for k in range(SHINGLE)))))
 
 
 def _sample(text: str) -> frozenset[int]:
@@ -168,11 +168,11 @@ class Follower:
         # Every conversation of this client and prompt competes, the shrink (rule 4) is asked of the
         # winner only: a conversation already rewritten must not leave its continuation to the next best.
         runs = _runs(summary)
-        words = distinctive(summary)
+        words = set() if alone else distinctive(summary)
         with self._lock:
             hits: Counter[tuple[str, frozenset[int]]] = Counter()
-            for h in runs:
-                hits.update(self._quoted.get(h, ()))
+            for h in runs & self._quoted.keys():  # the runs some kept reply has (C-level intersection)
+                hits.update(self._quoted[h])
             quoted = sorted({name for (name, sample), k in hits.items()
                              if k >= QUOTED_SHARE * len(sample) and self._conversations[name].fingerprint == fp})
             if len(quoted) == 1:
