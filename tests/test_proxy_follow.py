@@ -136,3 +136,98 @@ def test_a_mixed_replay_of_many_conversations_never_joins_two(upstream, tmp_path
                 assert sources == {m["content"] for m in c.requests[c.compaction - 1] if m["role"] == "user"} | {
                     replies[(c.label, r)]["content"] for r in range(c.compaction)}
     assert recognised > 0
+
+
+REPLY = ("Summary:\n1. Ran migration 0042 on billing-api in eu-west-1; it finished at 14:02 after the lock on "
+         "table invoices was released.\n2. Restarted the billing-api workers; all 12 came back healthy.\n"
+         "3. Pending: check the error rate on the checkout dashboard.")
+
+
+def test_a_summary_alone_joins_only_the_conversation_whose_reply_it_reproduces():
+    follow = Follower()
+    fp = fingerprint("client", "system", None)
+    for name in ("a", "b"):
+        follow.register(name, fp)
+        follow.recorded(name, ["Run migration 0042 on billing-api in eu-west-1, then restart the workers"], messages=9)
+    follow.recorded("a", [REPLY], messages=10, replies=[f"<summary>{REPLY}</summary>"])
+    # Claude Code's automatic compaction: the reformatted reply and the next instruction, one message
+    summary = ("This session is being continued from a previous conversation.\n\n" + REPLY.replace("\n", "\n\n")
+               + "\nPlease continue the conversation from where we left off.")
+    assert follow.rewritten(fp, summary, 2, alone=True) == "a"
+    # the same words without the reply: a lone message is how conversations open, never a join
+    assert follow.rewritten(fp, "Summary: migration 0042 on billing-api in eu-west-1 finished; workers restarted", 2,
+                            alone=True) is None
+    assert follow.rewritten(fingerprint("another client", "system", None), summary, 2, alone=True) is None
+    assert follow.rewritten(fp, summary, 11, alone=True) is None  # a rewrite never grows the history
+
+
+def test_a_reply_two_conversations_got_joins_neither():
+    follow = Follower()
+    fp = fingerprint("client", "system", None)
+    for name in ("a", "b"):
+        follow.register(name, fp)
+        follow.recorded(name, [REPLY], messages=10, replies=[REPLY])
+    assert follow.rewritten(fp, REPLY, 2, alone=True) is None
+    assert follow.rewritten(fp, REPLY, 3) is None
+
+
+def test_a_conversation_already_rewritten_does_not_hand_its_summary_to_the_next_best():
+    """The rule's winner must shrink: a conversation that was just rewritten (its view is small now)
+    still wins on its words, and then nothing is joined — not the runner-up."""
+    follow = Follower()
+    fp = fingerprint("client", "system", None)
+    follow.register("a", fp)
+    follow.recorded("a", ["canary eu-west-1 failed during the billing-api rollout of migration 0042"], messages=3)
+    follow.register("b", fp)
+    follow.recorded("b", ["billing-api rollout notes"], messages=40)
+    assert follow.rewritten(fp, "Summary: canary eu-west-1 failed during the billing-api rollout, migration 0042", 5) is None
+
+
+def test_the_calls_after_a_recognised_rewrite_stay_in_its_conversation(upstream, tmp_path):
+    """Claude Code sends the summary alone, then [summary, reply, next turn, ...]: all of it goes to
+    the conversation the summary rewrote, and another client opening the same way does not."""
+    with running(upstream, tmp_path) as (url, db):
+        client = httpx.Client(base_url=url, headers={"x-api-key": "sk-ant-a", "user-agent": "claude-cli/2"}, timeout=30)
+        other = httpx.Client(base_url=url, headers={"x-api-key": "sk-ant-b", "user-agent": "claude-cli/2"}, timeout=30)
+        history: list[dict] = []
+        for turn in ["Run migration 0042 on billing-api in eu-west-1.", "Restart the workers.", f"Summarize for a handover: {REPLY}"]:
+            history.append({"role": "user", "content": turn})
+            r = client.post("/v1/messages", json={"model": "m", "max_tokens": 100, "system": "You deploy.", "messages": history})
+            history.append({"role": "assistant", "content": r.json()["content"]})
+        said = history[-1]["content"][0]["text"]  # the fake model echoes: its reply is what the summary reproduces
+        summary = {"role": "user", "content": f"This session continues an earlier one.\n\n{said}\nPlease continue."}
+        after = [summary]
+        for turn in [None, "Check the health endpoint.", "And the error rate?"]:
+            if turn:
+                after.append({"role": "user", "content": turn})
+            r = client.post("/v1/messages", json={"model": "m", "max_tokens": 100, "system": "You deploy.", "messages": after})
+            after.append({"role": "assistant", "content": r.json()["content"]})
+        r = other.post("/v1/messages", json={"model": "m", "max_tokens": 100, "system": "You deploy.", "messages": after[:3]})
+        assert r.status_code == 200
+        health = httpx.get(f"{url}/ctxledger/health").json()["counts"]
+    assert health["compactions_done"] == 1
+    with Ledger.open(db) as ledger:
+        names = [i.name for i in ledger.sessions()]
+        assert len(names) == 2
+        joined = [ledger.session(n) for n in names if any(x.derived for x in ledger.session(n).spans())]
+        [s] = joined
+        assert [x.text for x in s.spans() if x.derived] == [summary["content"]]
+        assert [x.text for x in s.spans()][-2:] == ["And the error rate?", "You said: And the error rate?"]
+
+
+def test_only_kept_replies_are_quoted_and_an_evicted_conversation_leaves_nothing_behind(monkeypatch):
+    import engine.proxy.following as following
+
+    monkeypatch.setattr(following, "CONVERSATIONS_KEPT", 2)
+    follow = Follower()
+    fp = fingerprint("client", "system", None)
+    follow.register("a", fp)
+    old = REPLY.replace("0042", "0041").replace("14:02", "09:15")
+    follow.recorded("a", [], messages=20, replies=[old])
+    for k in range(following.REPLIES_KEPT):
+        follow.recorded("a", [], messages=20, replies=[f"Reply {k}: " + REPLY.replace("invoices", f"ledger_{k}") * 2])
+    assert follow.rewritten(fp, old, 2, alone=True) is None  # no longer among its kept replies
+    assert follow.rewritten(fp, f"Reply 0: {REPLY.replace('invoices', 'ledger_0') * 2}", 2, alone=True) == "a"
+    follow.register("b", fp)
+    follow.register("c", fp)  # "a" is evicted: its replies are forgotten with it
+    assert not follow.tracks("a") and follow._quoted == {}

@@ -70,3 +70,24 @@ def test_a_responses_log_follows_previous_response_id_and_records_a_compaction_a
     assert {s.original(i).text for i in rewrite.inputs} >= {"Migrated.", "restarted"}
     assert [x.text for x in s.spans()][-1] == TURNS[2]
     ledger.close()
+
+
+def test_a_log_whose_client_sent_its_summary_alone_is_a_rewrite_too(tmp_path):
+    """Claude Code's automatic compaction: the next request is the summary ALONE, the instruction to
+    go on at its end (the proxy's rule needs a quoted reply to follow it across conversations; in a
+    log of one conversation the diff sees it replace the history)."""
+    lines, history = [], []
+    for turn in TURNS:
+        history = [*history, {"role": "user", "content": turn}]
+        lines.append({"model": "m", "system": SYSTEM, "messages": history})
+        history = [*history, {"role": "assistant", "content": [{"type": "text", "text": f"Done: {turn}"}]}]
+    alone = f"This session is being continued from a previous conversation.\n\n{SUMMARY}\nPlease continue."
+    lines.append({"model": "m", "system": SYSTEM, "messages": [{"role": "user", "content": alone}]})
+    ledger, name = _import(tmp_path, lines, "alone")
+    s = ledger.session(name)
+    [summary] = [x for x in s.spans() if x.derived]
+    assert summary.text == alone and {s.original(i).text for i in summary.sources} == {
+        *TURNS, "Done: Run migration 0042 on billing-api.", "Done: It finished. Restart the workers."}
+    assert [x.text for x in s.spans()] == [SYSTEM, alone]
+    assert "14:02" in [f.value for f in s.audit().findings if f.kind == "unsupported-specific"]
+    ledger.close()

@@ -20,7 +20,7 @@ from engine import Ledger
 from engine.cli import main
 from engine.proxy import ProxyConfig, create_app
 from engine.proxy.testing import serve
-from engine.proxy.testing_traffic import claude_code_requests
+from engine.proxy.testing_traffic import claude_code_requests, real_replay
 
 TRANSCRIPT = Path("/work/shared/data/transcripts/claude_spotter_ae4a77f8_manual.jsonl")
 SYSTEM = "You are Claude Code, Anthropic's official CLI for Claude."  # not in the transcript: any fixed prompt
@@ -114,3 +114,30 @@ def test_the_proxys_compaction_equals_the_imported_one_in_sources_and_summary(se
     assert harness and all(x.meta.get("harness") for x in harness_spans)
     after = {_norm(x) for x in ps.spans() if x.observed}
     assert set(harness) <= after
+
+
+REAL = sorted(Path(__file__).resolve().parents[1].glob("benchmarks/data/real/spotter-*/*.jsonl"))
+
+
+@pytest.mark.skipif(len(REAL) < 4, reason="the four real spotter transcripts are not here (git-ignored; see benchmarks/data/real/README.md)")
+def test_five_real_sessions_replayed_at_once_each_compaction_recognised_and_none_joined(tmp_path):
+    """The five real Claude Code sessions (one developer, one project: the hardest mix) as interleaved
+    traffic from ONE client with ONE system prompt and no header: each compaction (four of them
+    automatic, the summary alone; one manual, the summary and the /compact rows) is a rewrite of
+    its own session, and no session holds two transcripts."""
+    pending: dict = {}
+
+    async def answer(request):
+        return JSONResponse({"id": "msg_replay", "type": "message", "role": "assistant", "model": "claude",
+                             "content": pending["reply"]["content"], "stop_reason": "end_turn",
+                             "usage": {"input_tokens": 1, "output_tokens": 1}})
+
+    upstream = Starlette(routes=[Route("/v1/messages", answer, methods=["POST"])])
+    db = f"sqlite:///{tmp_path / 'mixed.db'}?synchronous=normal"
+    with serve(upstream) as origin, serve(create_app(ProxyConfig(upstream=origin), lambda: Ledger.open(db))) as url:
+        out = real_replay([TRANSCRIPT, *REAL], SYSTEM, url, lambda reply: pending.__setitem__("reply", reply),
+                          lambda: Ledger.open(db))
+        counts = httpx.get(f"{url}/ctxledger/health").json()["counts"]
+    assert out.wrong_joins == [] and out.stray == 0
+    assert sorted(out.recognised) == sorted(["ae4a77f8", *(p.parent.name.removeprefix("spotter-") for p in REAL)])
+    assert out.sessions == 5 and counts["compactions_done"] == 5 and counts["compactions_refused"] == 0

@@ -699,13 +699,15 @@ class MessageRecorder:
         record.position = self.session.position
         return record
 
-    def record_reply(self, reply: Any, *, api: str, meta: dict[str, Any] | None = None, compacted: bool = False) -> RequestRecord:
+    def record_reply(self, reply: Any, *, api: str, meta: dict[str, Any] | None = None, compacted: bool = False,
+                     parsed: tuple[list[Message], dict[str, Any]] | None = None) -> RequestRecord:
         """Record the model's reply (text and tool calls) as observed, at the end of the client's view;
         a compaction in it as a derived span of what it replaced, context edits as the provider's
-        prunes. ``compacted``: the reply of a standalone compaction call (``/v1/responses/compact``)."""
+        prunes. ``compacted``: the reply of a standalone compaction call (``/v1/responses/compact``).
+        ``parsed``: ``reply_messages(reply, api)`` when the caller already has it (read once per call)."""
         if api not in APIS:
             raise ImportFormatError(f"api must be one of {', '.join(APIS)}; got {api!r}")
-        messages, info = reply_messages(reply, api, lenient=self.lenient)
+        messages, info = (parsed[0], dict(parsed[1])) if parsed is not None else reply_messages(reply, api, lenient=self.lenient)
         record = RequestRecord(session=self.session.name)
         edits = info.pop("applied_edits", None)
         if not messages and not edits:

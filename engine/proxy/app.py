@@ -191,7 +191,7 @@ class _Proxy:
         self.store = StoreWorker(open_ledger, self.health, permissive=config.permissive)
         self.client: httpx.AsyncClient | None = None
         self.pending: set[asyncio.Future] = set()
-        self.heads: dict[str, str] = {}  # session name -> hash of the system prompt it was opened with
+        self.heads: dict[str, str] = {}  # session name -> the fingerprint (client, system prompt, tools) it was opened with
         self.shown_upstream = without_credentials(config.upstream)  # for health, error bodies, logs
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -414,12 +414,13 @@ class _Proxy:
         head_hash = head.hash if head is not None else "-"
         fp = fingerprint(_client_of(request), head_hash, bytes(parsed.tools) if parsed.tools is not None else None)
         if not self.store.known(name):
-            rewritten = self._rewrite_of(parsed, api, head, first_user, fp)
+            rewritten = self.store.follow.joined(fp, name) or self._rewrite_of(parsed, api, head, first_user, fp)
             if rewritten is not None:
+                self.store.follow.join(fp, name, rewritten)  # the calls after the rewrite open like it
                 return rewritten, conversation
             # A conversation this proxy has not seen by its opening: perhaps one whose client compacted
-            # its first message away. A recent reply of some length, recorded in a session with the
-            # same system prompt, tells which conversation it continues (short replies like "Done."
+            # its first message away. A recent reply of some length, recorded in a session of the
+            # same client, system prompt and tools, tells which conversation it continues (short replies like "Done."
             # are too common to tell conversations apart).
             hashes = []
             for i in range(len(parsed.messages) - 1, max(-1, len(parsed.messages) - 17), -1):
@@ -430,9 +431,9 @@ class _Proxy:
                 if m is not None and m.role == "assistant" and sum(len(p.text) for p in m.parts) >= _MIN_REPLY_CHARS:
                     hashes.append(m.hash)
             owner = self.store.owner_of(hashes)
-            if owner is not None and self.heads.get(owner) == head_hash:
+            if owner is not None and self.heads.get(owner) == fp:  # the same client, prompt and tools
                 return owner, conversation
-        self.heads.setdefault(name, head_hash)
+        self.heads.setdefault(name, fp)
         self.store.follow.register(name, fp)
         return name, conversation
 
@@ -448,10 +449,10 @@ class _Proxy:
                 return None
             if m is None or m.role == "system":
                 continue
-            if m.hash != first_user.hash or len(parsed.messages) - i < 2:
-                return None  # the summary must come first, and the next turn after it
+            if m.hash != first_user.hash:
+                return None  # the summary must come first
             total = len(parsed.messages) + (1 if head is not None and api != "openai" else 0)
-            return self.store.follow.rewritten(fp, first_user.parts[0].text, total)
+            return self.store.follow.rewritten(fp, first_user.parts[0].text, total, alone=len(parsed.messages) - i < 2)
         return None
 
     async def _send(self, request: Request, body: bytes, *, stream: bool) -> httpx.Response:

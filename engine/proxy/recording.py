@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from engine.errors import ConcurrencyError, DuplicateSessionError, ImportFormatError, UnknownSessionError
-from engine.importers.messages import MessageRecorder, RequestRecord, canonical_reply
+from engine.importers.messages import Message, MessageRecorder, RequestRecord, reply_messages
 from engine.otel import live
 from engine.proxy.following import Follower
 from engine.proxy.naming import ConversationIndex
@@ -258,8 +258,9 @@ class StoreWorker:
             self._log_call(name, api, meta)
             return None
         try:
+            parsed = reply_messages(reply, api, lenient=True)
             rec = self._guard("recording a reply", name,
-                              lambda r: r.record_reply(reply, api=api, meta=meta, compacted=compacted))
+                              lambda r: r.record_reply(reply, api=api, meta=meta, compacted=compacted, parsed=parsed))
         except ImportFormatError as e:
             self.record_outcome(name, f"the model's reply reached the client but was not recorded: {e.message}", NOT_RECORDED)
             return None
@@ -267,7 +268,7 @@ class StoreWorker:
             self.health.count("partial_replies" if meta.get("partial") else "recorded_replies")
             self._compactions(rec)
             self._followed(name, rec)
-            self._remember_reply(name, reply, api)
+            self._remember_reply(name, parsed[0], api)
             self._remember_response(name, api, reply)
         self._log_call(name, api, meta, request, rec)
         return rec
@@ -279,9 +280,10 @@ class StoreWorker:
     ) -> tuple[RequestRecord, RequestRecord | None] | None:
         """A whole non-streamed call in ONE transaction (one durable commit): the request's diff,
         then the reply, or the outcome (a mark's label and reason) of a call that got none."""
+        parsed = None  # the reply read once: checked here, recorded and remembered below
         if reply is not None:
             try:
-                canonical_reply(reply, api, lenient=True)
+                parsed = reply_messages(reply, api, lenient=True)
             except ImportFormatError as e:
                 self.health.count("unrecordable")
                 reply = None
@@ -291,7 +293,8 @@ class StoreWorker:
             try:
                 with r.session.batch():
                     req = r.record_request(messages, api=api, system=system, meta=meta, append=append)
-                    rep = r.record_reply(reply, api=api, meta=reply_meta, compacted=compacted) if reply is not None else None
+                    rep = (r.record_reply(reply, api=api, meta=reply_meta, compacted=compacted, parsed=parsed)
+                           if reply is not None else None)
                     if outcome:
                         r.session.mark(outcome[0], by="proxy", reason=outcome[1][:2000])
             except BaseException:
@@ -311,16 +314,18 @@ class StoreWorker:
             self._followed(name, *done)
             if done[1] is not None:
                 self.health.count("recorded_replies")
-                self._remember_reply(name, reply, api)
+                self._remember_reply(name, parsed[0], api)
                 self._remember_response(name, api, reply)
             self._log_call(name, api, reply_meta, *done)
         return done
 
-    def _remember_reply(self, name: str, reply: dict[str, Any], api: str) -> None:
-        try:
-            message, _ = canonical_reply(reply, api, lenient=True)
-        except ImportFormatError:
-            return
+    def _remember_reply(self, name: str, messages: list[Message], api: str) -> None:
+        """The reply's message (a Responses reply: its last assistant text) as this session's, by hash."""
+        if api == "responses":
+            said = [m for m in messages if m.role == "assistant" and any(p.kind == "message" for p in m.parts)]
+            message = said[-1] if said else None
+        else:
+            message = messages[0] if messages else None
         if message is not None:
             self._owners[message.hash] = name
             self._owners.move_to_end(message.hash)

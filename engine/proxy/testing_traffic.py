@@ -7,18 +7,24 @@
 - ``claude_code_requests``: the Anthropic Messages requests a Claude Code transcript's client sent,
   rebuilt from its lines (each model call's history; after its compaction boundary, the summary
   message and what followed).
+- ``real_replay``: several such transcripts replayed at once through a proxy WITHOUT a header, their
+  requests interleaved (many sessions in flight, one client, one system prompt), and what the proxy
+  made of it: compactions recognised as rewrites of the right conversation, wrong joins, sessions.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Conversation", "article_conversations", "interleaved", "claude_code_requests", "SYSTEM"]
+__all__ = ["Conversation", "article_conversations", "interleaved", "claude_code_requests", "real_replay", "ReplayOutcome",
+           "SYSTEM"]
 
+UNIQUE_CHARS = 40  # a message text this long, sent by one transcript only, tells which transcript a session holds
 SYSTEM = "You are a research assistant. Read what the user shares and answer briefly."
 
 
@@ -152,3 +158,81 @@ def _compaction_call(transcript: Path) -> tuple[dict[str, Any], dict[str, Any]] 
 
 def _clean(m: dict[str, Any]) -> dict[str, Any]:
     return {"role": m["role"], "content": m["content"]}
+
+
+# -- several real sessions replayed at once ---------------------------------------------------------
+
+
+@dataclass
+class ReplayOutcome:
+    """What a proxy made of a mixed replay of real transcripts (by transcript label)."""
+
+    transcripts: int
+    requests: int
+    sessions: int  # sessions the proxy started (one per transcript is right)
+    recognised: list[str]  # transcripts whose compaction is a rewrite, with their summary, of their own session
+    missed: list[str]  # transcripts whose compaction is not
+    wrong_joins: list[str]  # sessions holding more than one transcript
+    stray: int  # sessions holding no transcript's opening (a compaction that started a new session)
+
+
+def _text_of(message: dict[str, Any]) -> str:
+    return "\n".join(b.get("text", "") for b in message["content"] if isinstance(b, dict) and b.get("type") == "text").strip()
+
+
+def real_replay(transcripts: list[str | Path], system: str, url: str, answer: Callable[[dict[str, Any]], None],
+                open_ledger: Callable[[], Any], headers: dict[str, str] | None = None) -> ReplayOutcome:
+    """Send every transcript's requests (``claude_code_requests``) to the proxy at ``url``, round-robin
+    across transcripts, without a session header, all from one client; ``answer(reply)`` is called
+    before each request with the reply the upstream must give it. Then read the proxy's ledger."""
+    import httpx
+
+    runs = []
+    for path in transcripts:
+        requests, first_after = claude_code_requests(path, system)
+        label = (re.findall(r"[0-9a-f]{8}", Path(path).stem) or [Path(path).stem])[0]
+        summary = _text_of(requests[first_after]["messages"][0]) if first_after < len(requests) else ""
+        runs.append((label, requests, _text_of(requests[0]["messages"][0]), summary))
+    sent = 0
+    with httpx.Client(base_url=url, timeout=120, headers=headers or {"x-api-key": "sk-ant-replay",
+                                                                       "user-agent": "claude-cli/2.1.39"}) as client:
+        for k in range(max(len(r[1]) for r in runs)):
+            for _, requests, _, _ in runs:
+                if k < len(requests):
+                    answer(requests[k]["_reply"])
+                    body = {key: v for key, v in requests[k].items() if key != "_reply"}
+                    r = client.post("/v1/messages", json=body)
+                    r.raise_for_status()
+                    sent += 1
+    # A session holds a transcript when it holds a message text only that transcript sent (its
+    # opening, its summary, any of its long messages): more than one is a wrong join, wherever it happened.
+    seen: dict[str, set[str]] = {}
+    for label, requests, _, _ in runs:
+        for r in requests:
+            for m in (*r["messages"], r["_reply"]):
+                text = _text_of(m)
+                if len(text) >= UNIQUE_CHARS:
+                    seen.setdefault(text, set()).add(label)
+    owner_of = {text: next(iter(labels)) for text, labels in seen.items() if len(labels) == 1}
+    summaries = {label: summary for label, _, _, summary in runs}
+    recognised, wrong, stray = [], [], 0
+    ledger = open_ledger()
+    try:
+        infos = ledger.sessions()
+        for info in infos:
+            s = ledger.session(info.name)
+            events = list(s.events())
+            texts = [e.text.strip() for e in events if type(e).__name__ in ("Observed", "Rewritten")]
+            owners = {owner_of[t] for t in texts if t in owner_of}
+            rewrites = [e for e in events if type(e).__name__ == "Rewritten"]
+            if len(owners) > 1:
+                wrong.append(info.name)
+            elif not owners or not any(e.text.strip() == t for e in events if type(e).__name__ == "Observed"
+                                       for t in (_text_of(r[1][0]["messages"][0]) for r in runs)):
+                stray += 1  # a session that does not hold a transcript's opening: a compaction that started anew
+            elif summaries[label := next(iter(owners))] and any(summaries[label] in e.text for e in rewrites):
+                recognised.append(label)
+    finally:
+        ledger.close()
+    missed = [label for label, *_ in runs if label not in recognised]
+    return ReplayOutcome(len(runs), sent, len(infos), recognised, missed, wrong, stray)
