@@ -19,7 +19,7 @@ import importlib as _importlib
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "engine.ledger": ("Ledger", "SessionInfo"),
     "engine.session": ("Session", "SessionView"),
-    "engine.chain": ("VerifyResult",),
+    "engine.verification": ("VerifyResult",),
     "engine.spans": ("Span", "Provenance"),
     "engine.tokens": ("TokenCounter", "BPECounter", "EstimateCounter", "counter_for"),
     # rendering, compaction, rewriters, replay

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from engine import EstimateCounter, Ledger
-from engine.codec import chain_hash, encode_payload
+from engine._store.codec import chain_hash, encode_payload
 from engine.errors import (
     GroundingError,
     ImportFormatError,

@@ -42,8 +42,8 @@ from engine import (
     UnknownSpanError,
 )
 from engine.cli import main
-from engine.codec import chain_hash, encode_payload
-from engine.transfer import EVENT_DECODERS
+from engine._store.codec import chain_hash, encode_payload
+from engine._store.transfer import EVENT_DECODERS
 
 MB = 2**20
 
@@ -419,9 +419,9 @@ def test_unreadable_import_sources(tmp_path, monkeypatch, source):
     elif source == "bytes not utf-8":
         arg = b"\xff\xfe\x00"
     else:
-        import engine.transfer
+        import engine._store.transfer
 
-        monkeypatch.setattr(engine.transfer, "MAX_LINE_BYTES", 1000)
+        monkeypatch.setattr(engine._store.transfer, "MAX_LINE_BYTES", 1000)
         arg = ["x" * 2000]
     with pytest.raises(ImportFormatError):
         led.import_(arg)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import msgspec
 
-import engine.codec as codec
+import engine._store.codec as codec
 from engine import EstimateCounter, Ledger
 
 WRITTEN_WITH_C = Path(__file__).parent / "data" / "chain" / "written-with-c-digest.jsonl"

@@ -29,7 +29,7 @@ from engine.checkpoint import (
     signature_ok,
 )
 from engine.cli import main
-from engine.codec import chain_hash, decode_payload, encode_payload
+from engine._store.codec import chain_hash, decode_payload, encode_payload
 
 
 @pytest.fixture
@@ -232,7 +232,7 @@ def test_an_export_is_checked_without_any_database(store, keys, tmp_path):
     lines = export.read_text().splitlines()
     last = json.loads(lines[-1])
     last["event"]["text"] = "turn 6: deploy 6 FAILED"
-    from engine.transfer import EVENT_DECODERS
+    from engine._store.transfer import EVENT_DECODERS
 
     ev = EVENT_DECODERS["Observed"].decode(json.dumps(last["event"]))
     last["hash"] = chain_hash(encode_payload(ev)).hex()

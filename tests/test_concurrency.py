@@ -210,7 +210,7 @@ def test_many_processes_opening_a_fresh_store_at_once(url, tmp_path):
     assert [o.read_text() for o in outs] == ["ok"] * WORKERS
     led = Ledger.open(url)
     assert led.sessions() == []
-    from engine.store import MARK_ID as _MARK_ID
+    from engine._store.log_store import MARK_ID as _MARK_ID
 
     assert len(led.store.app.recorder.select_events(_MARK_ID)) == 1
     led.close()

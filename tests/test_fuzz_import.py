@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from engine import CorruptLogError, DuplicateSessionError, EstimateCounter, ImportFormatError, InvalidInputError, Ledger
 from engine.checkpoint import read_checkpoints
-from engine.codec import TOPICS, EventMapper, decode_payload, encode_payload
+from engine._store.codec import TOPICS, EventMapper, decode_payload, encode_payload
 from engine.events import Event, Observed, now
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -92,7 +92,7 @@ def test_payload_decoder_on_nesting_of_any_depth(topic, depth, field, opener):
     """msgpack nested up to 3,000 deep inside an event, built as bytes (no encoder would): the
     decoder answers with an event that readers can decode, or a CorruptLogError; never a
     RecursionError, whatever the stack it runs on."""
-    from engine.codec import READABLE_DEPTH, readable
+    from engine._store.codec import READABLE_DEPTH, readable
 
     good = encode_payload(Observed(originator_version=1, at=now(), span_id="o1", text="x"))
     key = msgspec.msgpack.encode(field)

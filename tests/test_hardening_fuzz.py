@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 
 from engine import EstimateCounter, ImportFormatError, InvalidInputError, Ledger, LedgerError
 from engine import validate
-from engine.codec import READABLE_DEPTH, chain_hash, encode_payload
+from engine._store.codec import READABLE_DEPTH, chain_hash, encode_payload
 from engine.importers import import_path
 from engine.tools import TOOL_NAMES, ContextTools
-from engine.transfer import EVENT_DECODERS, import_lines
+from engine._store.transfer import EVENT_DECODERS, import_lines
 
 FUZZ = settings(max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

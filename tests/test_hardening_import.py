@@ -25,11 +25,11 @@ from click.testing import CliRunner
 import msgspec
 
 from engine import DuplicateSessionError, EstimateCounter, ImportFormatError, InvalidInputError, Ledger
-from engine.codec import chain_hash, encode_payload
+from engine._store.codec import chain_hash, encode_payload
 from engine.cli import main
 from engine.importers import Checkpoint, import_path
 from engine.importers.source import MAX_RECORD_DEPTH, fingerprint
-from engine.transfer import EVENT_DECODERS
+from engine._store.transfer import EVENT_DECODERS
 
 DATA = Path(__file__).parent / "data" / "transcripts"
 CC = DATA / "claude_code" / "7c2d9e10-5b7a-4c1e-9f00-aa11bb22cc33.jsonl"

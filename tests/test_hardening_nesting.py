@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from engine import EstimateCounter, InvalidInputError, Ledger
 from engine import validate
 from engine.cli import main
-from engine.codec import READABLE_DEPTH
-from engine.transfer import import_lines
+from engine._store.codec import READABLE_DEPTH
+from engine._store.transfer import import_lines
 
 LIMIT = validate.MAX_META_DEPTH
 SETTINGS = settings(max_examples=40, deadline=None,
@@ -269,7 +269,7 @@ def test_a_deep_field_the_event_types_do_not_know_is_judged_the_same_everywhere(
     small one (at most a few hundred bytes besides the text) is harmless and verifies."""
     import msgspec
 
-    from engine.codec import chain_hash, encode_payload
+    from engine._store.codec import chain_hash, encode_payload
     from engine.events import Observed, now
 
     url = f"sqlite:///{tmp_path / 'hidden.db'}"

@@ -143,7 +143,7 @@ def big_writer(url: str) -> None:
 
 def test_large_events_are_written_without_hanging(pg):
     """Regression: a multi-megabyte event sent through psycopg's pure-Python pipeline used to hang
-    (engine.pgstore.PostgresApplicationRecorder). The writer runs in a child so a hang fails the
+    (engine._store.postgres.PostgresApplicationRecorder). The writer runs in a child so a hang fails the
     test instead of stalling the suite."""
     proc = multiprocessing.get_context("spawn").Process(target=big_writer, args=(pg,))
     proc.start()

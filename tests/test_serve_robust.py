@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from engine import EstimateCounter, Ledger
-from engine.codec import decode_payload, encode_payload
+from engine._store.codec import decode_payload, encode_payload
 from engine.viewer import pages
 from engine.viewer.app import create_app
 

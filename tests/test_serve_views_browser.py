@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from engine import EstimateCounter, Ledger
-from engine.codec import decode_payload, encode_payload
+from engine._store.codec import decode_payload, encode_payload
 from engine.viewer.pages import url
 from test_serve_browser import browser, chromium, demo_url, page, server  # noqa: F401  (shared fixtures)
 

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from engine import ConcurrencyError, CorruptLogError, EstimateCounter, Ledger, StorageError
-from engine.codec import SessionSnapshot, decompress_snapshot, encode_payload
+from engine._store.codec import SessionSnapshot, decompress_snapshot, encode_payload
 
 
 def open_sqlite(path, **kw):
@@ -147,8 +147,8 @@ def test_a_row_that_does_not_decode_is_named_by_the_bulk_read(tmp_path):
 
 
 def test_the_fast_chain_walk_and_the_explaining_walk_agree(tmp_path):
-    from engine.chain import explain_chain
-    from engine.codec import chain_hash
+    from engine._store.chain import explain_chain
+    from engine._store.codec import chain_hash
 
     ledger = open_sqlite(tmp_path / "l.db")
     s = ledger.create_session("a")
@@ -170,7 +170,7 @@ def test_the_fast_chain_walk_and_the_explaining_walk_agree(tmp_path):
 
 def test_a_batch_leaves_the_wal_to_grow_and_a_single_event_commit_checkpoints_it(tmp_path):
     """A commit of many events checkpoints the WAL at SQLite's 1000 pages, a one-event commit at 256
-    (engine/stores.py says why): seen from outside as the database file growing when the WAL's pages
+    (engine/_store/sqlite.py says why): seen from outside as the database file growing when the WAL's pages
     are copied into it."""
     path = tmp_path / "l.db"
     ledger = open_sqlite(path)

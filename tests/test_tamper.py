@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from conftest import drop_schema, postgres_url
 from engine import EstimateCounter, Ledger
 from engine.cli import main
-from engine.codec import chain_hash, decode_payload, encode_payload
+from engine._store.codec import chain_hash, decode_payload, encode_payload
 from engine.events import Observed, now
 
 N_OBS = 8

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from engine import EstimateCounter, InvalidInputError, Ledger, StorageError
-from engine.store import parse_url as _parse_url, redact as _redact
+from engine._store.log_store import parse_url as _parse_url, redact as _redact
 
 
 def test_relative_and_absolute_sqlite_paths(tmp_path, monkeypatch):

@@ -14,35 +14,18 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import StoredEvent
 
-from engine.codec import SESSION_DECODERS, chain_hash, decode_payload, encode_payload, first_unreadable, readable, too_deep_message
+from engine._store.codec import SESSION_DECODERS, chain_hash, decode_payload, encode_payload, first_unreadable, readable, too_deep_message
 from engine.errors import CorruptLogError, LedgerError
 from engine.events import Event, SessionStarted
-from engine.store import LAST_POSITION, LogStore, error_message, storage_error
+from engine.verification import TAMPERED, UNDECODABLE, VerifyResult
+from engine._store.log_store import LAST_POSITION, LogStore, error_message, storage_error
 
-__all__ = ["ChainWalk", "VerifyResult", "verify_chain", "explain_chain", "TAMPERED", "UNDECODABLE"]
-
-TAMPERED, UNDECODABLE = "tampered", "undecodable"
+__all__ = ["ChainWalk", "verify_chain", "explain_chain"]
 
 PAGE = 500  # rows read, decoded and hashed at a time: small enough to stay in the CPU's caches
 
 # Session events only: anything else in a session's stream (a snapshot, the ledger mark) is tampering.
 _DECODERS = SESSION_DECODERS
-
-
-class VerifyResult(msgspec.Struct, frozen=True, kw_only=True):
-    """Result of walking a session's hash chain."""
-
-    ok: bool
-    position: int  # events checked
-    head: str = ""  # hex hash of the last event: anchor it elsewhere to detect truncation
-    first_bad_position: int | None = None
-    reason: str = ""
-    # Why it is not ok: "tampered" (the stored log contradicts what was written) or "undecodable"
-    # (the bytes are the ones written, as far as the chain shows, but cannot be decoded here).
-    cause: str = ""
-
-    def __bool__(self) -> bool:
-        return self.ok
 
 
 class ChainWalk:
@@ -149,10 +132,10 @@ class ChainWalk:
 
 
 def verify_chain(store: LogStore, session_id: UUID, stop: int | None, pending: Sequence[Event] = ()) -> VerifyResult:
-    """Walk the chain (``engine.chain.ChainWalk``, the fast path) to ``stop`` and on through the
+    """Walk the chain (``engine._store.chain.ChainWalk``, the fast path) to ``stop`` and on through the
     ``pending`` events of an open batch; when it stops early, walk the stored log again event by
     event to say where and why (``explain_chain``)."""
-    from engine.chain import ChainWalk
+    from engine._store.chain import ChainWalk
 
     walk = ChainWalk(store, session_id, stop, pending=pending).run()
     if walk.ok and walk.last > 0:

@@ -31,7 +31,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import Environment
 
-from engine.codec import (
+from engine._store.codec import (
     MARK_TOPIC,
     TOPICS,
     EventMapper,
@@ -51,7 +51,7 @@ from engine.errors import (
 )
 from engine.events import Event, SessionStarted, now
 from engine.extras import MissingExtraError
-from engine.stores import SQLITE_FACTORY, FastSQLiteApplicationRecorder
+from engine._store.sqlite import SQLITE_FACTORY, FastSQLiteApplicationRecorder
 from projections.buffer import BufferState, apply, with_orders
 
 __all__ = [
@@ -196,7 +196,7 @@ def parse_url(url: str, cipher_key: str | None) -> tuple[dict[str, str], str]:
         if synchronous not in ("full", "normal"):
             raise InvalidInputError(f"bad SQLite URL {url!r}: synchronous is full (the default) or normal")
         env["SQLITE_SYNCHRONOUS"] = synchronous.upper()
-        env["APPLICATION_RECORDER_TOPIC"] = "engine.stores:FastSQLiteApplicationRecorder"
+        env["APPLICATION_RECORDER_TOPIC"] = "engine._store.sqlite:FastSQLiteApplicationRecorder"
         return env, path
     if url.startswith(("postgresql://", "postgres://")):
         u = urlparse(url)
@@ -212,7 +212,7 @@ def parse_url(url: str, cipher_key: str | None) -> tuple[dict[str, str], str]:
         env["POSTGRES_MAX_OVERFLOW"] = query.get("max_overflow", "4")
         if "schema" in query:
             env["POSTGRES_SCHEMA"] = query["schema"]
-        env["APPLICATION_RECORDER_TOPIC"] = "engine.pgstore:PostgresApplicationRecorder"
+        env["APPLICATION_RECORDER_TOPIC"] = "engine._store.postgres:PostgresApplicationRecorder"
         return env, ""
     raise InvalidInputError(
         f"unsupported store URL {url!r}: use memory://, sqlite:///path.db or postgresql://user@host/db"
@@ -643,6 +643,30 @@ class LogStore:
             if len(page) < 500:
                 return
             start = page[-1].id + 1
+
+    def notifications(self, start: int, limit: int, topics: Sequence[str] = ()) -> list[Any]:
+        """The global event log after notification id ``start`` (exclusive), at most ``limit``
+        rows, only ``topics`` if given: what a projection kept beside the store folds from."""
+        return self.app.recorder.select_notifications(
+            start=start, limit=limit, topics=topics, inclusive_of_start=False
+        )
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """A copy of the eventsourcing environment the store was opened with, for code that opens
+        its own recorder on the same database (the fleet view)."""
+        return dict(self.app.env)
+
+    @property
+    def backend(self) -> str:
+        """``"sqlite"``, ``"postgres"`` or ``"memory"``."""
+        module = self.app.env.get("PERSISTENCE_MODULE", "")
+        return {"eventsourcing.postgres": "postgres", SQLITE_FACTORY: "sqlite"}.get(module, "memory")
+
+    @property
+    def encrypted(self) -> bool:
+        """Whether the store encrypts what it writes (its text must not be copied out in plaintext)."""
+        return self.app.mapper.cipher is not None
 
     def plaintext(self, stored: StoredEvent) -> bytes:
         """The payload bytes the hash chain is computed over (decrypted and decompressed)."""

@@ -31,7 +31,7 @@ from eventsourcing.sqlite import (
 
 __all__ = ["FastSQLiteApplicationRecorder", "SQLiteFactory", "SQLITE_FACTORY", "STATEMENT_CACHE"]
 
-SQLITE_FACTORY = "engine.stores:SQLiteFactory"
+SQLITE_FACTORY = "engine._store.sqlite:SQLiteFactory"
 
 # eventsourcing opens its connections with ``cached_statements=True``, which sqlite3 reads as a
 # cache of ONE statement: every transaction's BEGIN evicts the INSERT, so each save re-prepares it

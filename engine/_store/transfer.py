@@ -19,8 +19,8 @@ from uuid import UUID
 import msgspec
 
 from engine import validate
-from engine.chain import verify_chain
-from engine.codec import chain_hash, encode_payload
+from engine._store.chain import verify_chain
+from engine._store.codec import chain_hash, encode_payload
 from engine.errors import (
     ConcurrencyError,
     DuplicateSessionError,
@@ -42,7 +42,7 @@ from engine.events import (
 )
 from engine.reading import LogReader
 from engine.spans import OBSERVED_KINDS, Provenance
-from engine.store import LogStore, session_uuid
+from engine._store.log_store import LogStore, session_uuid
 from projections.buffer import apply
 
 __all__ = [

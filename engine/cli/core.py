@@ -331,9 +331,8 @@ def _import_path(ledger, path: str, fmt: str | None, name: str | None, skip_bad:
     from pathlib import Path
 
     from engine.errors import InvalidInputError
-    from engine.transfer import looks_like_export
 
-    if fmt in (None, "ctxledger") and (path == "-" or fmt == "ctxledger" or looks_like_export(path)):
+    if fmt in (None, "ctxledger") and (path == "-" or fmt == "ctxledger" or ledger.looks_like_export(path)):
         if name is not None or skip_bad:
             raise InvalidInputError("a ctxledger export keeps its own session name; --session/--skip-bad do not apply")
         s = ledger.import_(sys.stdin if path == "-" else path)

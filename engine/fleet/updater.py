@@ -16,14 +16,14 @@ from eventsourcing.persistence import InfrastructureFactory, IntegrityError, Ope
 from eventsourcing.projection import Projection, ProjectionRunner
 from eventsourcing.utils import Environment
 
-from engine.codec import TOPICS, EventMapper
+from engine._store.codec import TOPICS, EventMapper
 from engine.errors import CorruptLogError, InvalidInputError, LedgerError, StorageError
 from engine.events import EVENT_TYPES, Event
 from engine.fleet.sqlite import SQLiteFleetView
 from engine.fleet.view import APP_NAME, PROJECTION_NAME, FleetView, ViewMoved
 from engine.ledger import Ledger
-from engine.store import StoreApp, postgres_ddl_lock, storage_error
-from engine.stores import SQLITE_FACTORY
+from engine._store.log_store import StoreApp, postgres_ddl_lock, storage_error
+from engine._store.sqlite import SQLITE_FACTORY
 from projections.fleet import AuditHook, Finding, FleetRow, audit_findings, fold, needs_audit, unreadable
 
 __all__ = ["Fleet", "follow", "poll", "FleetProjection"]
@@ -139,7 +139,7 @@ class Fleet:
 
     def __init__(self, ledger: Ledger, *, audit: AuditHook | None = audit_findings):
         self.ledger = ledger
-        env = dict(ledger.store.app.env)
+        env = ledger.store.environment
         cls = _view_class(env)
         for attempt in range(5):
             try:
@@ -176,13 +176,11 @@ class Fleet:
     def catch_up(self, *, page: int = 500, limit: int | None = None) -> int:
         """Fold every event committed since the last catch-up; returns how many were folded."""
         done = 0
-        recorder = self.ledger.store.app.recorder
+        store = self.ledger.store
         while limit is None or done < limit:
             try:
                 start = self.view.max_tracking_id(APP_NAME)
-                notes = recorder.select_notifications(
-                    start=start or 0, limit=page, topics=SESSION_TOPICS, inclusive_of_start=False
-                )
+                notes = store.notifications(start or 0, page, SESSION_TOPICS)
             except Exception as e:
                 raise storage_error(e, "cannot read the notification log") from None
             if not notes:
@@ -258,7 +256,7 @@ def follow(ledger: Ledger, *, audit: AuditHook | None = audit_findings) -> Proje
     """Start eventsourcing's ``ProjectionRunner`` on a PostgreSQL ledger's store: the fleet view
     is updated as each event is committed, until ``runner.stop()`` (use it as a context manager;
     ``runner.wait(notification_id)`` blocks until the view has caught up with that id)."""
-    env = dict(ledger.store.app.env)
+    env = ledger.store.environment
     if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
         raise InvalidInputError("following the log live needs PostgreSQL; on SQLite call Fleet.catch_up() in a loop")
     from engine.fleet.postgres import PostgresFleetView
