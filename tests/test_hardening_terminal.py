@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from engine import EstimateCounter, Ledger
 from engine.cli import _app, main
-from engine.report import BIDI_CONTROLS
+from engine.escaping import BIDI_CONTROLS
 
 HOSTILE = "rm -rf /tmp/x \u202e}txt.exe{ \u2066hidden\u2069 zero\u200bwidth \x1b[31mred"
 
