@@ -338,7 +338,7 @@ def observe_section(tmp: Path, n: int = 20_000, rounds: int = ROUNDS) -> str:
         "",
         f"Counts checked before timing: on all {checked:,} texts of the {rounds} rounds, the default counter "
         "(word cache looked up in C, and in Python) and the bpe-openai core alone give exactly tiktoken's o200k_base counts "
-        "(tests/test_tokens_fast.py checks the same on generated text, both encodings).",
+        "(tests/tokens/test_tokens_fast.py checks the same on generated text, both encodings).",
         "",
         f"Load: before `{before}`; after `{after}`.",
     ])

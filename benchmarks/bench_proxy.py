@@ -358,7 +358,7 @@ def follow_main(args: argparse.Namespace) -> None:
     import pytest  # the real-session replay is a test: run it and report its result
 
     rows = [follow_replay(n, n // 2) for n in (10, args.conversations)]
-    real = pytest.main(["-q", "-p", "no:cacheprovider", str(Path(__file__).resolve().parents[1] / "tests" / "test_proxy_replay.py")])
+    real = pytest.main(["-q", "-p", "no:cacheprovider", str(Path(__file__).resolve().parents[1] / "tests" / "proxy" / "test_proxy_replay.py")])
     lines = [
         "## Recording proxy: following a client's compaction without a header",
         "",
@@ -374,7 +374,7 @@ def follow_main(args: argparse.Namespace) -> None:
     for r in rows:
         lines.append(f"| {r['conversations']} compacted + {r['distractors']} fresh conversations, interleaved "
                      f"| {r['recognised']} of {r['conversations']} | {r['wrong']} of {r['conversations'] + r['distractors']} |")
-    lines.append(f"| the real Claude Code session (tests/test_proxy_replay.py: one session, its compaction recognised, "
+    lines.append(f"| the real Claude Code session (tests/proxy/test_proxy_replay.py: one session, its compaction recognised, "
                  f"equal to the imported session) | {'1 of 1' if real == 0 else 'FAILED'} | {'0' if real == 0 else '?'} |")
     body = "\n".join(lines)
     print(body)

@@ -12,7 +12,7 @@
 # Ledger needs. Names resolve on first use (PEP 562) and are then cached in the module.
 #
 # The one export list: each public name under the module that defines it. ``__all__`` is derived from
-# it; tests/test_exports.py checks that every name resolves to an object of that module and that the
+# it; tests/architecture/test_exports.py checks that every name resolves to an object of that module and that the
 # package exposes nothing public besides.
 import importlib as _importlib
 

@@ -13,7 +13,7 @@ module, and only this one, reaches past their public surface:
   every encoding first (1.25 s and ~60 MB, against 0.16 s for the extension alone).
 
 ``WRITTEN_FOR`` names the versions this was written and checked against;
-tests/test_tokens_packages.py fails when an installed version is another, so an upgrade is a
+tests/tokens/test_tokens_packages.py fails when an installed version is another, so an upgrade is a
 deliberate step (check the names above still hold, then extend ``WRITTEN_FOR``).
 """
 

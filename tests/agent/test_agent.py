@@ -36,11 +36,7 @@ WEATHER_ANTHROPIC = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch):
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+pytestmark = pytest.mark.usefixtures("no_proxy")  # tests/conftest.py
 
 
 @pytest.fixture
@@ -390,7 +386,7 @@ def test_the_real_model_example_in_docs_runs_against_a_scripted_server(tmp_path,
     with the SDK pointed at a scripted server through OPENAI_BASE_URL."""
     from pathlib import Path
 
-    page = (Path(__file__).resolve().parents[1] / "docs" / "agent.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[2] / "docs" / "agent.md").read_text(encoding="utf-8")
     code = page.split("```python no-run\n", 1)[1].split("```", 1)[0]
 
     def handler(path, body):

@@ -18,7 +18,7 @@ import pytest
 from engine import EstimateCounter, Ledger, MissingExtraError
 from engine.extras import EXTRA_OF_MODULE, extra_for, require
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CTXLEDGER = Path(sys.executable).with_name("ctxledger")
 
 

@@ -30,7 +30,7 @@ import pytest
 
 from engine.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGE_TIMEOUT_S = 180
 
 
@@ -209,7 +209,7 @@ def test_every_python_block_of_the_page_runs_and_prints_what_the_page_shows(page
     if _name(page) in ONCE_ONLY:
         first = [p for p in problems if not p.startswith("run 2 ")]
         assert not first, "\n\n".join(first)
-        assert problems, f"{_name(page)} now runs twice: take it off ONCE_ONLY in tests/test_docs.py"
+        assert problems, f"{_name(page)} now runs twice: take it off ONCE_ONLY in tests/architecture/test_docs.py"
         return
     assert not problems, "\n\n".join(problems)
 

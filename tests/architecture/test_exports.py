@@ -17,7 +17,7 @@ import pytest
 import engine
 import projections
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def public_names_bound(module: ModuleType) -> list[str]:

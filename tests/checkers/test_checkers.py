@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_rewriters import FakeServer, openai_ok
+from fake_model_server import openai_ok
 
 from engine import CheckerError, EstimateCounter, GroundingError, InvalidInputError, Ledger
 from engine.checkers import LLMJudge, NLIChecker, checker_from_spec
@@ -24,16 +24,6 @@ from projections.grounding import check
 def claim_findings(text, sources):
     """The findings of the claim rules alone (instructions, completions, statuses, pairings)."""
     return check(text, sources, rules=("instruction", "completion", "status", "pairing"), with_coverage=False).findings
-
-
-@pytest.fixture
-def server(monkeypatch):
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    srv = FakeServer()
-    yield srv
-    srv.close()
 
 
 def _session(url: str = "memory://", **kw):

@@ -5,11 +5,10 @@ responses). A failure is a RewriterError and leaves the log unchanged."""
 from __future__ import annotations
 
 import sys
-import time
 import uuid
 
 import pytest
-from fake_model_server import FakeModelServer
+from fake_model_server import FakeServer, openai_ok
 
 from engine import (
     AnthropicRewriter,
@@ -23,42 +22,7 @@ from engine import (
 )
 from engine.events import Rederived
 
-# -- the fake server --------------------------------------------------------------------------------
-
-
-class FakeServer(FakeModelServer):
-    """Answers each request with the next scripted reply: (status, body, delay seconds)."""
-
-    def __init__(self):
-        self.script: list[tuple[int, object, float]] = []
-        super().__init__(self._next)
-
-    def _next(self, path: str, body: dict) -> tuple[int, object]:
-        status, reply, delay = self.script.pop(0) if self.script else (500, {"error": "no script"}, 0)
-        if delay:
-            time.sleep(delay)
-        return status, reply
-
-
-@pytest.fixture
-def server(monkeypatch):
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    srv = FakeServer()
-    yield srv
-    srv.close()
-
-
-def openai_ok(text):
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "local-model",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }
+# -- the fake server (FakeServer and the `server` fixture: tests/fake_model_server.py, tests/conftest.py)
 
 
 def anthropic_ok(text):

@@ -199,7 +199,7 @@ def test_raw_json_rpc_nested_past_any_parser_does_not_bring_the_mcp_server_down(
         assert led.session("served").export() == before
 
 
-DATA = Path(__file__).parent / "data" / "transcripts"
+DATA = Path(__file__).parents[1] / "data" / "transcripts"
 CC = DATA / "claude_code" / "7c2d9e10-5b7a-4c1e-9f00-aa11bb22cc33.jsonl"
 
 

@@ -67,16 +67,6 @@ def table_names(url: str) -> set[str]:
         return {r[0] for r in con.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))}
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ledger.db'}"
-    else:
-        u = postgres_url()
-        yield u
-        drop_schema(u)
-
-
 def write_hostile(led: Ledger) -> None:
     for i, name in enumerate(NAMES):
         s = led.create_session(name, by=name, reason=name)

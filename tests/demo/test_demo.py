@@ -302,7 +302,7 @@ def test_the_demo_page_shows_the_real_tables_of_the_default_study(study):
 
     from engine.cli.demo import _per_cycle, _plain_table, _rows
 
-    page = (Path(__file__).resolve().parents[1] / "docs" / "demo.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[2] / "docs" / "demo.md").read_text(encoding="utf-8")
     section = page.split("<!-- section:demo", 1)[1].split("<!-- /section:demo -->", 1)[0]
     _, result, _ = study
     header, per = _per_cycle(result, 4)

@@ -168,11 +168,7 @@ class ScriptedProvider:
         return anthropic_reply(None, [(f"toolu_{self.n}", name, args)])
 
 
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch):
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+pytestmark = pytest.mark.usefixtures("no_proxy")  # tests/conftest.py
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])

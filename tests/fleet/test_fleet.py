@@ -21,16 +21,6 @@ from engine.fleet import Fleet, follow
 from projections.fleet import Finding, FleetRow, fold
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ledger.db'}"
-    else:
-        u = postgres_url()
-        yield u
-        drop_schema(u)
-
-
 def populate(led: Ledger) -> None:
     """clean: no findings; stubborn: two refused rewrites (attempted drift); loose: a permissive
     session that rewrote a rewrite (drift); confab: a summary inventing a time (audit finding)."""

@@ -31,12 +31,12 @@ from engine.importers import Checkpoint, import_path
 from engine.importers.source import MAX_RECORD_DEPTH, fingerprint
 from engine._store.transfer import EVENT_DECODERS
 
-DATA = Path(__file__).parent / "data" / "transcripts"
+DATA = Path(__file__).parents[1] / "data" / "transcripts"
 CC = DATA / "claude_code" / "7c2d9e10-5b7a-4c1e-9f00-aa11bb22cc33.jsonl"
 CODEX = next((DATA / "codex").rglob("rollout-2026-10-21*.jsonl"))
 MESSAGES = DATA / "messages" / "openai.jsonl"
 OPENHANDS = DATA / "openhands" / "v0" / "sessions" / "3f1c0de2a1b34c5d"
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 CTXLEDGER = str(Path(sys.executable).with_name("ctxledger"))
 
 

@@ -13,7 +13,7 @@ from engine import Ledger
 from engine.errors import ImportFormatError, InvalidInputError, LedgerError
 from engine.importers import import_path
 
-DATA = Path(__file__).parent / "data" / "transcripts"
+DATA = Path(__file__).parents[1] / "data" / "transcripts"
 CC = DATA / "claude_code" / "7c2d9e10-5b7a-4c1e-9f00-aa11bb22cc33.jsonl"
 CODEX = next((DATA / "codex").rglob("rollout-2026-10-21*.jsonl"))
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from engine.cli import main
 
-DATA = Path(__file__).parent / "data" / "transcripts"
+DATA = Path(__file__).parents[1] / "data" / "transcripts"
 CC_DIR = DATA / "claude_code"
 CC = CC_DIR / "7c2d9e10-5b7a-4c1e-9f00-aa11bb22cc33.jsonl"
 NAME = "claude-code:7c2d9e10-5b7a-4c1e-9f00-aa11bb22cc33"
@@ -84,7 +84,7 @@ def test_watch_follows_a_growing_transcript_and_stops_on_ctrl_c(tmp_path):
     env = {**os.environ, "CTXLEDGER_NO_PROGRESS": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-c", "from engine.cli import main; main()", "--db", f"sqlite:///{tmp_path / 'w.db'}", "watch", "--json", str(folder)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=Path(__file__).parent.parent,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=Path(__file__).parents[2],
     )
     try:
         time.sleep(3)

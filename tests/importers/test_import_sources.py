@@ -14,7 +14,7 @@ from engine import Ledger
 from engine.errors import InvalidInputError
 from engine.importers import import_path
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts" / "claude_spotter_ae4a77f8_manual.jsonl"
+REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts" / "claude_spotter_ae4a77f8_manual.jsonl"
 pytestmark = pytest.mark.skipif(not REAL.exists(), reason=f"the shared real transcript is not at {REAL}")
 
 

@@ -16,7 +16,7 @@ from engine.importers import import_path
 from engine.importers.base import Checkpoint, session_info
 from engine.importers.claude_code import split_summary
 
-DATA = Path(__file__).parent / "data" / "transcripts"
+DATA = Path(__file__).parents[1] / "data" / "transcripts"
 CC = DATA / "claude_code" / "7c2d9e10-5b7a-4c1e-9f00-aa11bb22cc33.jsonl"
 CC_NAME = "claude-code:7c2d9e10-5b7a-4c1e-9f00-aa11bb22cc33"
 REAL = DATA / "real" / "ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"

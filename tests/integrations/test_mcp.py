@@ -18,11 +18,6 @@ import mcp  # noqa: E402  (the [mcp] extra: installed by the test command)
 from engine.integrations.mcp import BUFFER_URI, FORENSIC_TOOLS, create_server  # noqa: E402
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
 def _fill(s):
     s.observe("You are the release agent.", role="system")  # o1
     s.observe("Ship version 3.2 to production.", role="user")  # o2

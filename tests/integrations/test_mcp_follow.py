@@ -19,11 +19,6 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from engine.integrations.mcp import FOLLOW_TOOLS, create_follow_server, create_server  # noqa: E402
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
 def _agent_session(ledger: Ledger, name: str):
     """A session as the Claude Code importer writes one: observations, then a compaction."""
     s = ledger.create_session(name, strict=False)

@@ -4,7 +4,7 @@ API. Phoenix is large (its own virtualenv is ~850 MB, ~16 s to start here), so i
 on PATH, and skips with that reason otherwise. To run it:
 
     python3 -m venv /tmp/phoenix-venv && /tmp/phoenix-venv/bin/pip install arize-phoenix
-    CTXLEDGER_TEST_PHOENIX=/tmp/phoenix-venv/bin/phoenix .venv/bin/python -m pytest tests/test_otel_phoenix.py
+    CTXLEDGER_TEST_PHOENIX=/tmp/phoenix-venv/bin/phoenix .venv/bin/python -m pytest tests/otel/test_otel_phoenix.py
 """
 
 from __future__ import annotations

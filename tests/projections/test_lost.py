@@ -16,7 +16,7 @@ from engine.cli import main
 from engine.spans import Provenance, Span
 from projections.lost import CATEGORIES, is_instruction, lost, summary_of
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts" / "claude_spotter_ae4a77f8_manual.jsonl"
+REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts" / "claude_spotter_ae4a77f8_manual.jsonl"
 
 
 def _obs(n: int, text: str, role: str = "user", kind: str = "message", **meta) -> Span:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import drop_schema, postgres_url
 from engine import EstimateCounter, Ledger, Observed
 
 WORKERS = 4
@@ -46,16 +45,6 @@ def writer(url: str, session: str, create: bool, worker: int, attempts: int, out
     rebuilt_equal = s.rebuild() == s.state
     led.close()
     Path(out).write_text(json.dumps({"acked": acked, "refused": refused, "errors": errors, "rebuilt_equal": rebuilt_equal}))
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ledger.db'}"
-    else:
-        u = postgres_url()
-        yield u
-        drop_schema(u)
 
 
 def run_writers(url: str, tmp_path: Path, sessions: list[str], create: bool) -> list[dict]:

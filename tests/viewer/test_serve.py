@@ -1,7 +1,7 @@
 """``ctxledger serve`` over HTTP (no browser): the endpoint contract, what each page shows against
 ``s.at(n)``, 404s with clear messages and the log unchanged, escaping of hostile session text,
 and access (loopback by default, a token on every request otherwise). The browser side is in
-``tests/test_serve_browser.py``."""
+``tests/viewer/test_serve_browser.py``."""
 
 from __future__ import annotations
 
@@ -500,7 +500,7 @@ def test_an_imported_transcript_is_served_like_any_session(tmp_path):
 
     from engine.importers import import_path
 
-    source = Path(__file__).parent / "data" / "transcripts" / "claude_code" / "7c2d9e10-5b7a-4c1e-9f00-aa11bb22cc33.jsonl"
+    source = Path(__file__).parents[1] / "data" / "transcripts" / "claude_code" / "7c2d9e10-5b7a-4c1e-9f00-aa11bb22cc33.jsonl"
     ledger = Ledger.open(f"sqlite:///{tmp_path / 'imported.db'}", token_counter=EstimateCounter())
     s = import_path(ledger, source, name="imported").session
     with TestClient(create_app(ledger, fleet=False), base_url="http://127.0.0.1") as c:

@@ -29,7 +29,7 @@ from engine.viewer import data
 pytestmark = pytest.mark.browser
 
 CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium") or "") if p and os.access(p, os.X_OK)), "")
-DOCS_IMG = Path(__file__).resolve().parent.parent / "docs" / "img"
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 OBSERVED_RGB = (0x4C, 0x78, 0xA8)  # --obs in engine/viewer/assets.py, drawn at 85% opacity on white
 DERIVED_RGB = (0xF5, 0x85, 0x18)  # --der, opaque
 

@@ -161,6 +161,6 @@ def test_a_chain_broken_session_says_so_and_an_intact_one_does_not(named):
     assert verdict["first_bad_position"] == ledger.session("x").verify().first_bad_position
     assert c.get(pages.url("api", "s", "x/state", "integrity")).json()["ok"] is True
     page = c.get("/s/x").text
-    assert 'id="integrity"' in page  # the script fills it from the verdict (tests/test_serve_browser.py)
+    assert 'id="integrity"' in page  # the script fills it from the verdict (tests/viewer/test_serve_browser.py)
     assert _dump(path) == before
     ledger.close()

@@ -1,6 +1,6 @@
 """The viewer's conversation view, model-call details, original times, search with filters, compare
 and the head the page polls to follow a live session — over HTTP, checked against the session API.
-The browser side is in ``tests/test_serve_views_browser.py``."""
+The browser side is in ``tests/viewer/test_serve_views_browser.py``."""
 
 from __future__ import annotations
 

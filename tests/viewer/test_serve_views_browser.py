@@ -1,5 +1,5 @@
 """The conversation view, search, compare, the live tail and the integrity warning in headless
-Chromium (Playwright, the system browser, as ``tests/test_serve_browser.py``): keyboard paths, no
+Chromium (Playwright, the system browser, as ``tests/viewer/test_serve_browser.py``): keyboard paths, no
 console errors, hostile text inert. Screenshots go to pytest's tmp dir; ``CTXLEDGER_VIEWER_SHOTS=DIR``
 keeps them there for a person to look at."""
 
