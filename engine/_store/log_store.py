@@ -661,7 +661,7 @@ class LogStore:
     def backend(self) -> str:
         """``"sqlite"``, ``"postgres"`` or ``"memory"``."""
         module = self.app.env.get("PERSISTENCE_MODULE", "")
-        return {"eventsourcing.postgres": "postgres", SQLITE_FACTORY: "sqlite"}.get(module, "memory")
+        return {"eventsourcing.postgres": "postgres", "eventsourcing.sqlite": "sqlite", SQLITE_FACTORY: "sqlite"}.get(module, "memory")
 
     @property
     def encrypted(self) -> bool:

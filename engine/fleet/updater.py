@@ -23,7 +23,6 @@ from engine.fleet.sqlite import SQLiteFleetView
 from engine.fleet.view import APP_NAME, PROJECTION_NAME, FleetView, ViewMoved
 from engine.ledger import Ledger
 from engine._store.log_store import StoreApp, postgres_ddl_lock, storage_error
-from engine._store.sqlite import SQLITE_FACTORY
 from projections.fleet import AuditHook, Finding, FleetRow, audit_findings, fold, needs_audit, unreadable
 
 __all__ = ["Fleet", "follow", "poll", "FleetProjection"]
@@ -114,7 +113,7 @@ class _Folder:
 
 def _ddl_lock(env: dict[str, str], ledger: Ledger) -> Any:
     """Tables are created one process at a time on PostgreSQL (see ``Ledger.open``)."""
-    if env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres":
+    if ledger.backend == "postgres":
         return postgres_ddl_lock(env, ledger.url)
     return contextlib.nullcontext()
 
@@ -123,11 +122,10 @@ def _view_env(ledger_env: dict[str, str]) -> Environment:
     return Environment(PROJECTION_NAME, {k: v for k, v in ledger_env.items() if k not in ("CIPHER_KEY", "CIPHER_TOPIC")})
 
 
-def _view_class(env: dict[str, str]) -> type:
-    module = env.get("PERSISTENCE_MODULE", "")
-    if module in ("eventsourcing.sqlite", SQLITE_FACTORY):
+def _view_class(backend: str) -> type:
+    if backend == "sqlite":
         return SQLiteFleetView
-    if module == "eventsourcing.postgres":
+    if backend == "postgres":
         from engine.fleet.postgres import PostgresFleetView  # the PostgreSQL driver is an extra
 
         return PostgresFleetView
@@ -140,7 +138,7 @@ class Fleet:
     def __init__(self, ledger: Ledger, *, audit: AuditHook | None = audit_findings):
         self.ledger = ledger
         env = ledger.store.environment
-        cls = _view_class(env)
+        cls = _view_class(ledger.backend)
         for attempt in range(5):
             try:
                 with _ddl_lock(env, ledger):
@@ -257,7 +255,7 @@ def follow(ledger: Ledger, *, audit: AuditHook | None = audit_findings) -> Proje
     is updated as each event is committed, until ``runner.stop()`` (use it as a context manager;
     ``runner.wait(notification_id)`` blocks until the view has caught up with that id)."""
     env = ledger.store.environment
-    if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
+    if ledger.backend != "postgres":
         raise InvalidInputError("following the log live needs PostgreSQL; on SQLite call Fleet.catch_up() in a loop")
     from engine.fleet.postgres import PostgresFleetView
 
