@@ -214,7 +214,7 @@ def bench_floor(tmp: Path, n: int, repeats: int = 3) -> list[float]:
     Python does (build the event, encode it, chain its BLAKE2b hash), rows inserted by sqlite3 in the
     same batches; no validation, no buffer fold, no session. Alternating batch by batch with raw
     sqlite3 inserting the same rows, like bench_interleaved. Returns the ratios."""
-    from engine.codec import CHAIN_DIGEST_SIZE, TOPICS, encode_event, chain_hash
+    from engine._store.codec import CHAIN_DIGEST_SIZE, TOPICS, encode_event, chain_hash
     from engine.events import Observed, now
 
     topic = TOPICS[Observed]
@@ -338,7 +338,7 @@ def observe_section(tmp: Path, n: int = 20_000, rounds: int = ROUNDS) -> str:
         "",
         f"Counts checked before timing: on all {checked:,} texts of the {rounds} rounds, the default counter "
         "(word cache looked up in C, and in Python) and the bpe-openai core alone give exactly tiktoken's o200k_base counts "
-        "(tests/test_tokens_fast.py checks the same on generated text, both encodings).",
+        "(tests/tokens/test_tokens_fast.py checks the same on generated text, both encodings).",
         "",
         f"Load: before `{before}`; after `{after}`.",
     ])
@@ -404,7 +404,7 @@ def bench_time_travel(path: str, samples: int = 200) -> dict:
 
 def bench_rebuild(path: str, rounds: int = 3) -> dict:
     """Alternating rounds, best of each: both sides read the same rows from the same warm cache."""
-    from engine.codec import SESSION_DECODERS as _DECODERS
+    from engine._store.codec import SESSION_DECODERS as _DECODERS
 
     ledger = Ledger.open(f"sqlite:///{path}", token_counter=EstimateCounter())
     s = ledger.session("long")

@@ -12,14 +12,14 @@
 # Ledger needs. Names resolve on first use (PEP 562) and are then cached in the module.
 #
 # The one export list: each public name under the module that defines it. ``__all__`` is derived from
-# it; tests/test_exports.py checks that every name resolves to an object of that module and that the
+# it; tests/architecture/test_exports.py checks that every name resolves to an object of that module and that the
 # package exposes nothing public besides.
 import importlib as _importlib
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "engine.ledger": ("Ledger", "SessionInfo"),
     "engine.session": ("Session", "SessionView"),
-    "engine.chain": ("VerifyResult",),
+    "engine.verification": ("VerifyResult",),
     "engine.spans": ("Span", "Provenance"),
     "engine.tokens": ("TokenCounter", "BPECounter", "EstimateCounter", "counter_for"),
     # rendering, compaction, rewriters, replay

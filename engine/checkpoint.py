@@ -44,7 +44,7 @@ from uuid import UUID
 import msgspec
 
 from engine.errors import CorruptLogError, ImportFormatError, InvalidInputError, UnknownSessionError
-from engine.chain import VerifyResult
+from engine.verification import VerifyResult
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -411,7 +411,7 @@ def check_store(ledger: Ledger, checkpoints: Iterable[Checkpoint], public_key: A
 def check_export(source: Any, checkpoints: Iterable[Checkpoint], public_key: Any) -> list[tuple[str, VerifyResult]]:
     """Check an export file (``ctxledger export``) against checkpoints: no database involved.
     The file's own chain is verified first, then every checkpoint of a session it holds."""
-    from engine.transfer import check_chain, parse_export
+    from engine._store.transfer import check_chain, parse_export
 
     cps = list(checkpoints)
     try:

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from engine.errors import InvalidInputError, RewriterError
+from engine.errors import InvalidInputError
+from engine.rewriter_call import call_rewriter
 from engine.rewriters import ExtractiveRewriter, Rewriter
 from engine.spans import Span
 
@@ -440,24 +441,6 @@ def _rewriter_name(rewriter: Any) -> str:
     return str(getattr(rewriter, "name", "") or getattr(rewriter, "__name__", "") or type(rewriter).__name__)
 
 
-def _run_rewriter(rewriter: Any, sources: list[Span], instruction: str | None, max_tokens: int, what: str) -> str:
-    from engine import validate
-
-    try:
-        if hasattr(rewriter, "rewrite"):
-            text = rewriter.rewrite(sources, instruction=instruction, max_tokens=max_tokens)
-        else:
-            text = rewriter(sources)
-    except RewriterError:
-        raise
-    except Exception as e:
-        raise RewriterError(f"the rewriter failed on {what}: {type(e).__name__}: {e}; nothing was written") from e
-    try:
-        return validate.text(text, "the rewriter's output")
-    except InvalidInputError as e:
-        raise RewriterError(f"{e.message} (for {what}); nothing was written") from None
-
-
 # -- the compactor -----------------------------------------------------------------------------------
 
 
@@ -628,7 +611,8 @@ class Compactor:
             else:
                 sources = session.originals(a.span_ids[0])
                 what = f"re-deriving {a.span_ids[0]}"
-            texts[i] = _run_rewriter(st.rewriter, sources, st.instruction, a.tokens_added, what)
+            texts[i] = call_rewriter(st.rewriter, sources, st.instruction, max_tokens=a.tokens_added,
+                                     failing=f"on {what}", output_note=f"(for {what})")
         return texts
 
 

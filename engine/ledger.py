@@ -13,8 +13,9 @@ from uuid import UUID
 import msgspec
 
 from engine import validate
-from engine.chain import VerifyResult, verify_chain
-from engine.codec import MARK_TOPIC, TOPICS, chain_hash, encode_payload
+from engine._store.chain import verify_chain
+from engine.verification import VerifyResult
+from engine._store.codec import MARK_TOPIC, TOPICS, chain_hash, encode_payload
 from engine.errors import (
     ConcurrencyError,
     DuplicateSessionError,
@@ -24,9 +25,9 @@ from engine.errors import (
 )
 from engine.events import SessionStarted, now
 from engine.session import Session
-from engine.store import LogStore, redact, session_uuid, storage_error
+from engine._store.log_store import LogStore, redact, session_uuid, storage_error
 from engine.tokens import TokenCounter, default_counter
-from engine.transfer import import_lines, is_json_text, looks_like_export
+from engine._store.transfer import import_lines, is_json_text, looks_like_export
 from projections.buffer import BufferState, apply
 from engine.grounding_cache import GroundingCache, open_cache
 from projections.grounding.checker import Checker
@@ -50,7 +51,7 @@ class Ledger:
     """A store of sessions. ``Ledger.open(url)``; ``memory://``, ``sqlite:///file.db``,
     ``postgresql://user:pass@host:5432/db``. Without a URL: ``$CTXLEDGER_URL`` or ``./ctxledger.db``.
 
-    ``store`` (an ``engine.store.LogStore``) is the extension point for code that reads the log in
+    ``store`` (an ``engine._store.log_store.LogStore``) is the extension point for code that reads the log in
     bulk or keeps its own projection beside it (the fleet view, search indexes)."""
 
     def __init__(self, store: LogStore, counter: TokenCounter, checker: Checker | None = None):
@@ -65,10 +66,29 @@ class Ledger:
         """The store's kept grounding results (``engine.grounding_cache``), opened on first use; the
         sessions this ledger opens audit and blame through it."""
         if self._grounding_cache is None:
-            mapper = getattr(getattr(self.store, "app", None), "mapper", None)
-            encrypted = mapper is None or bool(getattr(mapper, "cipher", None))
-            self._grounding_cache = open_cache(self.url, encrypted=encrypted)
+            self._grounding_cache = open_cache(self.url, encrypted=self.encrypted)
         return self._grounding_cache
+
+    @property
+    def encrypted(self) -> bool:
+        """Whether the store encrypts what it writes: its text must not be kept in plaintext beside it."""
+        return self.store.encrypted
+
+    @property
+    def backend(self) -> str:
+        """The kind of store: ``"sqlite"``, ``"postgres"`` or ``"memory"``."""
+        return self.store.backend
+
+    @property
+    def display_url(self) -> str:
+        """The store's URL with any password replaced, fit for messages and reports."""
+        return redact(self.url)
+
+    @staticmethod
+    def looks_like_export(path: str) -> bool:
+        """Whether the file at ``path`` reads as a ctxledger export (what ``import_`` takes without
+        a format), rather than another tool's transcript."""
+        return looks_like_export(path)
 
     # opening ---------------------------------------------------------------------------------
 
@@ -203,12 +223,11 @@ class Ledger:
         deleted must still be verified, not skipped). ``sessions()`` lists only readable starts;
         this reads every row's header, so it takes time proportional to the whole store."""
         started = TOPICS[SessionStarted]
-        recorder = self.store.app.recorder
         seen: dict[UUID, str] = {}
         start = 0
         while True:
             try:
-                page = recorder.select_notifications(start=start, limit=5000, inclusive_of_start=False)
+                page = self.store.notifications(start, 5000)
             except Exception as e:
                 raise storage_error(e, "cannot list the sessions") from None
             for n in page:

@@ -17,7 +17,7 @@ __all__ = ["LogReader", "ChainPages", "VerifyOutcome"]
 
 
 class ChainPages(Protocol):
-    """A walk of a session's hash chain (``engine.chain.ChainWalk``)."""
+    """A walk of a session's hash chain (``engine._store.chain.ChainWalk``)."""
 
     ok: bool
     last: int

@@ -13,12 +13,13 @@ Text from the log (span texts, findings) is escaped on the way in; the JSON is e
 
 from __future__ import annotations
 
-import html
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from engine.text_clip import clip
+from engine.escaping import esc, visible
 from engine.spans import ordinal
 from projections.lineage import lineage
 
@@ -35,20 +36,8 @@ MARKER_TYPES = ("Pruned", "Rewritten", "Rederived", "RewriteRefused", "Restored"
 _enc = msgspec.json.Encoder(enc_hook=str)
 
 
-# Session text is hostile until escaped: markup and quotes, and also the Unicode bidi controls
-# (U+202E RIGHT-TO-LEFT OVERRIDE and friends) and invisible characters that would make a line read
-# differently from what the log holds. Those are shown as a visible marker, never obeyed.
-BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-_VISIBLE = {ord(c): f"\u27e8U+{ord(c):04X}\u27e9" for c in BIDI_CONTROLS}
-for _c in (*range(0, 9), 11, 12, *range(14, 32), 127, *range(128, 160), 0x200B, 0x200C, 0x200D, 0x2028, 0x2029, 0xFEFF):
-    _VISIBLE.setdefault(_c, f"\u27e8U+{_c:04X}\u27e9")
-_VISIBLE[13] = ""  # the CR of a CRLF: dropped, the LF stays
-
-
-def esc(text: Any) -> str:
-    """``text`` as HTML text or attribute content: markup and quotes escaped, bidi controls and
-    other invisible characters shown as ``⟨U+XXXX⟩``."""
-    return html.escape(str(text), quote=True).translate(_VISIBLE)
+# Session text is hostile until escaped: ``esc`` (engine.escaping) shows markup, quotes, bidi
+# controls and invisible characters as what they are, never obeyed.
 
 
 
@@ -56,9 +45,6 @@ def _count(n: int, word: str) -> str:
     """``1 error``, ``2 errors``."""
     return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
-def _short(text: str, width: int = 160) -> str:
-    one = " ".join(str(text).split())
-    return one if len(one) <= width else one[: width - 1] + "…"
 
 
 def _ranges(ids: list[str]) -> str:
@@ -90,7 +76,7 @@ def _lineage_lines(node: Any, limit: int = 14) -> list[str]:
         observed = [c.span_id for c in n.children if c.provenance == "observed"]
         parts = [c.span_id for c in derived]
         if observed:
-            parts.append(f"{len(observed)} observation{'s' if len(observed) != 1 else ''} ({_short(_ranges(observed), 60)})")
+            parts.append(f"{len(observed)} observation{'s' if len(observed) != 1 else ''} ({clip(_ranges(observed), 60)})")
         by = f" by {n.by}" if n.by else ""
         lines.append(f"{n.span_id} (generation {n.generation}, position {n.position}{by}) ← {', '.join(parts) or 'nothing recorded'}")
         for c in derived:
@@ -201,7 +187,7 @@ def collect(reader: LogReader) -> dict[str, Any]:
         "counts": counts,
         "model_edits": _model_edits(reader),
         # mark labels are drawn by the script as chart text: bidi controls shown there too, never obeyed
-        "marks": sorted(([label.translate(_VISIBLE), pos] for label, pos in reader.marks().items() if pos <= reader.position), key=lambda m: m[1]),
+        "marks": sorted(([visible(label), pos] for label, pos in reader.marks().items() if pos <= reader.position), key=lambda m: m[1]),
         "area": area,
         "markers": markers,
         "audit": {
@@ -313,14 +299,14 @@ def _section(d: dict[str, Any], i: int) -> str:
         where = ", ".join(str(p) for p in f["positions"][:6])
         spans = ", ".join(f["span_ids"][:6])
         out.append(f'<li class="{f["severity"]}"><details><summary><b>{esc(f["kind"])}</b> '
-                   f'<span class="sev">{f["severity"]}</span> {esc(_short(f["message"], 220))}</summary>')
+                   f'<span class="sev">{f["severity"]}</span> {esc(clip(f["message"], 220))}</summary>')
         out.append(f'<p class=meta>spans {esc(spans) or "–"} · positions {esc(where) or "–"}'
                    + (f' · value <code>{esc(f["value"])}</code>' if f["value"] else "") + "</p>")
         if f["blame"]:
             out.append("<h4>blame</h4><ul>")
             for h in f["blame"]:
                 mark = "grounded" if h.get("grounded") else "not grounded"
-                out.append(f'<li><code>{esc(h.get("span_id", ""))}</code> <i>{mark}</i> — {esc(_short(h["message"], 300))}</li>')
+                out.append(f'<li><code>{esc(h.get("span_id", ""))}</code> <i>{mark}</i> — {esc(clip(h["message"], 300))}</li>')
             out.append("</ul>")
         if f["lineage"]:
             out.append(f'<h4>lineage of {esc(f.get("lineage_of", ""))}</h4><pre>')

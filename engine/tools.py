@@ -722,9 +722,7 @@ def _index_for(ledger: Any):
 
 def _encrypted(ledger: Any) -> bool:
     """Whether the store encrypts its events (its text must not be indexed in plaintext beside it)."""
-    store = getattr(ledger, "store", None)
-    mapper = getattr(getattr(store, "app", None) or getattr(ledger, "_app", None), "mapper", None)
-    return mapper is None or bool(getattr(mapper, "cipher", None))
+    return bool(getattr(ledger, "encrypted", True))  # a ledger-like object that cannot say: assume so
 
 
 def _short_ids(ids: list[str], most: int = 12) -> str:

@@ -14,7 +14,7 @@ from projections.lost import LostCategory, LostItem, LostReport, lost
 from projections.timeline import Timeline, TimelinePoint, timeline
 
 # The one export list is the imports above: ``__all__`` is derived from them (every public name bound
-# here that is not a submodule); tests/test_exports.py checks each resolves to a projections object.
+# here that is not a submodule); tests/architecture/test_exports.py checks each resolves to a projections object.
 __all__ = sorted(
     _name for _name, _value in globals().items() if not _name.startswith("_") and not isinstance(_value, _ModuleType)
 )

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from engine.text_clip import clip
 from engine.errors import InvalidInputError, LedgerError
 from projections.buffer import apply
 from projections.grounding.checker import LEXICAL, Checker, run_checker
@@ -67,9 +68,6 @@ class _Origin(msgspec.Struct, frozen=True):
     at: datetime | None
 
 
-def _short(text: str, width: int = 80) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= width else one[: width - 1] + "…"
 
 
 def blame(reader: LogReader, text: str, checker: Checker | None = None) -> list[BlameHit]:
@@ -179,7 +177,7 @@ def _hit(
         return BlameHit(
             span_id=span.id, live=True, position=put.position, event_type=put.event_type, by=put.by,
             at=put.at, origin_position=span.position, origin_kind="observed", origin_span_id=span.id,
-            grounded=True, text=_short(span.text),
+            grounded=True, text=clip(span.text),
             message=f"observed in {span.id} at position {span.position}{by} ({span.role}/{span.kind})",
         )
     n = len(span.source_positions)
@@ -191,7 +189,7 @@ def _hit(
         return BlameHit(
             span_id=span.id, live=True, position=put.position, event_type=put.event_type, by=put.by,
             at=put.at, origin_position=origin, origin_kind="observed", origin_span_id=source_id,
-            grounded=True, sources=n, text=_short(span.text),
+            grounded=True, sources=n, text=clip(span.text),
             message=(
                 f"grounded: observed in {source_id} at position {origin}{also}; "
                 f"{verb} into {span.id} at position {put.position}{by}"
@@ -223,7 +221,7 @@ def _hit(
     return BlameHit(
         span_id=span.id, live=True, position=put.position, event_type=put.event_type, by=put.by,
         at=put.at, origin_position=origin.position, origin_kind="derived", origin_span_id=origin_span,
-        grounded=False, sources=n, text=_short(span.text), message=message,
+        grounded=False, sources=n, text=clip(span.text), message=message,
     )
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from engine.text_clip import clip
 from engine.events import Expanded, Observed, Pruned, Rederived, Restored, Rewritten
 from engine.spans import Span
 
@@ -85,9 +86,6 @@ class Diff(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
-def _short(text: str, width: int = 60) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= width else one[: width - 1] + "…"
 
 
 def diff(session: LogReader, a: int, b: int) -> Diff:
@@ -125,7 +123,7 @@ def diff(session: LogReader, a: int, b: int) -> Diff:
             change = "rewritten"
         return DiffEntry(
             span_id=span.id, change=change, provenance=str(span.provenance), tokens=tokens, position=p,
-            event_type=name, by=by, into=into, sources=span.sources, text=_short(span.text),
+            event_type=name, by=by, into=into, sources=span.sources, text=clip(span.text, 60),
         )
 
     for span_id in sorted(set(live_b) - set(live_a), key=lambda i: live_b[i].order):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from engine.text_clip import clip
 from engine.events import Expanded, Observed, Pruned, Rederived, Restored, Rewritten
 from engine.spans import id_ranges, ordinal
 
@@ -64,9 +65,6 @@ class _Made(msgspec.Struct, frozen=True):
     generation: int
 
 
-def _short(text: str, width: int = 70) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= width else one[: width - 1] + "…"
 
 
 def lineage(reader: LogReader, span_id: str) -> Lineage:
@@ -148,7 +146,7 @@ def _node(reader: LogReader, span_id: str, made: dict[str, _Made], observed_at: 
         try:
             ev = reader.event(pos) if pos else reader.observation(ordinal(span_id))
             pos = ev.originator_version
-            text = _short(ev.text)
+            text = clip(ev.text, 70)
         except Exception:  # a source missing from the log: the audit reports it; show what we know
             pass
         return LineageNode(span_id=span_id, provenance="observed", position=pos, text=text)
@@ -162,7 +160,7 @@ def _node(reader: LogReader, span_id: str, made: dict[str, _Made], observed_at: 
     )
     text = ""
     try:
-        text = _short(reader.event(m.position).text)
+        text = clip(reader.event(m.position).text, 70)
     except Exception:
         pass
     return LineageNode(

@@ -58,6 +58,41 @@ def ledger(store_url):
     led.close()
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request, tmp_path):
+    """A fresh durable store URL of each kind: a SQLite file, a PostgreSQL schema of its own."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.db'}"
+    else:
+        u = postgres_url()
+        yield u
+        drop_schema(u)
+
+
+@pytest.fixture
+def no_proxy(monkeypatch):
+    """Requests to the fake servers on 127.0.0.1 go direct, whatever proxy the environment names."""
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+@pytest.fixture
+def server(no_proxy):
+    """A scripted fake OpenAI/Anthropic server (tests/fake_model_server.py's ``FakeServer``)."""
+    from fake_model_server import FakeServer
+
+    srv = FakeServer()
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def anyio_backend():
+    """The async tests (MCP) run on asyncio."""
+    return "asyncio"
+
+
 @pytest.fixture
 def sqlite_url(tmp_path):
     return f"sqlite:///{tmp_path / 'ledger.db'}"

@@ -1,20 +1,22 @@
 """A scripted model on 127.0.0.1 that speaks the OpenAI Chat Completions and Anthropic Messages
-HTTP APIs, for driving the official SDKs offline (the same approach as tests/test_rewriters.py).
+HTTP APIs, for driving the official SDKs offline (the same approach as tests/compaction/test_rewriters.py).
 
 ``FakeModelServer(handler)``: every POST is decoded and handed to ``handler(path, body)``, which
 returns ``(status, reply)`` — a dict (sent as JSON) or bytes. ``requests`` keeps every body.
 ``openai_reply`` / ``anthropic_reply`` build well-formed responses with text and tool calls.
+``FakeServer`` answers from a script instead (``server`` in tests/conftest.py is one per test).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeModelServer", "openai_reply", "anthropic_reply", "last_tool_results"]
+__all__ = ["FakeModelServer", "FakeServer", "openai_ok", "openai_reply", "anthropic_reply", "last_tool_results"]
 
 
 class FakeModelServer:
@@ -129,3 +131,28 @@ def last_tool_results(body: dict) -> list[str]:
                 out.append(c if isinstance(c, str) else "".join(x.get("text", "") for x in c or ()))
         return out
     return []
+
+
+class FakeServer(FakeModelServer):
+    """Answers each request with the next scripted reply: (status, body, delay seconds)."""
+
+    def __init__(self):
+        self.script: list[tuple[int, object, float]] = []
+        super().__init__(self._next)
+
+    def _next(self, path: str, body: dict) -> tuple[int, object]:
+        status, reply, delay = self.script.pop(0) if self.script else (500, {"error": "no script"}, 0)
+        if delay:
+            time.sleep(delay)
+        return status, reply
+
+
+def openai_ok(text):
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "local-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }

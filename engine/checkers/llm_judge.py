@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from engine.text_clip import clip
 from engine.errors import CheckerError
 from engine.sdk import check_connection, openai_client
 from projections.grounding import Source
@@ -189,17 +190,13 @@ def parse_reply(content: str, who: str = "the judge") -> _Reply:
     text = _FENCE.sub("", content.strip())
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end < start:
-        raise CheckerError(f"{who} answered without a JSON object: {_clip(content)!r}")
+        raise CheckerError(f"{who} answered without a JSON object: {clip(content, 160)!r}")
     try:
         return _decode_reply.decode(text[start : end + 1])
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise CheckerError(f"{who} answered JSON that is not a claims list ({_one_line(e)}): {_clip(content)!r}") from None
+        raise CheckerError(f"{who} answered JSON that is not a claims list ({_one_line(e)}): {clip(content, 160)!r}") from None
 
 
 def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())[:300]
 
-
-def _clip(text: str, n: int = 160) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"

@@ -13,6 +13,8 @@ from typing import Any
 import click
 import msgspec
 
+from engine.escaping import printable
+from engine.text_clip import clip
 from engine.errors import (
     LedgerError,
     StorageError,
@@ -64,26 +66,9 @@ def main(ctx: click.Context, url: str, checker: str) -> None:
     ctx.obj["checker"] = checker
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0, 32), *range(127, 160))}
-# Unicode bidi controls (U+202E RIGHT-TO-LEFT OVERRIDE and friends) reorder what a terminal shows,
-# and the invisible ones hide text: escaped too, as the viewer and the report show them.
-# (engine.report.BIDI_CONTROLS holds the same list; it is not imported to keep the CLI's start fast.)
-_BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-_CONTROL.update({ord(c): f"\\u{ord(c):04x}" for c in _BIDI})
-_CONTROL.update({c: f"\\u{c:04x}" for c in (0x200B, 0x200C, 0x200D, 0x2028, 0x2029, 0xFEFF)})
-
-
-def printable(text: str) -> str:
-    """Text fit for a terminal: span text is untrusted data, so control characters (escape
-    sequences included), bidi controls and invisible characters are shown escaped, never
-    interpreted."""
-    return text.translate(_CONTROL)
-
-
 def shorten(text: str, width: int = 60) -> str:
     """One line of at most ``width`` characters, whitespace collapsed, control characters escaped."""
-    one = printable(" ".join(text.split()))
-    return one if len(one) <= width else one[: width - 1] + "…"
+    return clip(printable(" ".join(text.split())), width)
 
 
 def open_ledger(ctx: click.Context):

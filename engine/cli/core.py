@@ -17,50 +17,12 @@ from engine.cli._app import (
     shorten,
     to_builtins,
 )
-from engine.events import (
-    Event,
-    Expanded,
-    Marked,
-    Observed,
-    Pruned,
-    Rederived,
-    Restored,
-    RewriteRefused,
-    Rewritten,
-    SessionStarted,
-)
+from engine.event_lines import describe
+from engine.events import Event, RewriteRefused
 from engine.spans import Span, id_ranges
 
 
 _short = shorten  # kept short: used throughout this module
-
-
-def describe(ev: Event) -> str:
-    """One line saying what an event did, git-log style."""
-    t = type(ev)
-    if t is SessionStarted:
-        what = f"session {ev.name!r} started" + ("" if ev.strict else " (permissive)")
-        if ev.forked_from is not None:
-            what += f", forked at position {ev.fork_position}"
-        return what
-    if t is Observed:
-        return f"{ev.span_id} {ev.role}/{ev.kind} {ev.tokens} tok  {_short(ev.text)}"
-    if t is Pruned:
-        return f"{ev.span_id} pruned"
-    if t is Rewritten:
-        flag = f"  VIOLATION generation {ev.generation}" if ev.violation else ""
-        return f"{ev.span_id} <- {id_ranges(ev.inputs)}  {_short(ev.text, 48)}{flag}"
-    if t is Rederived:
-        return f"{ev.span_id} re-derived from {id_ranges(ev.sources)}  {_short(ev.text, 40)}"
-    if t is Restored:
-        return f"{ev.span_id} restored"
-    if t is Expanded:
-        return f"{ev.span_id} expanded -> {id_ranges(ev.restored)}"
-    if t is RewriteRefused:
-        return f"REFUSED {ev.command} of {id_ranges(ev.inputs)}: {_short(ev.reason, 60)}"
-    if t is Marked:
-        return f"mark {ev.label!r}"
-    return t.__name__
 
 
 def event_json(ev: Event) -> dict:
@@ -331,9 +293,8 @@ def _import_path(ledger, path: str, fmt: str | None, name: str | None, skip_bad:
     from pathlib import Path
 
     from engine.errors import InvalidInputError
-    from engine.transfer import looks_like_export
 
-    if fmt in (None, "ctxledger") and (path == "-" or fmt == "ctxledger" or looks_like_export(path)):
+    if fmt in (None, "ctxledger") and (path == "-" or fmt == "ctxledger" or ledger.looks_like_export(path)):
         if name is not None or skip_bad:
             raise InvalidInputError("a ctxledger export keeps its own session name; --session/--skip-bad do not apply")
         s = ledger.import_(sys.stdin if path == "-" else path)

@@ -156,7 +156,7 @@ def _follow(ledger, fleet, interval: float) -> None:
     from engine.fleet import follow, poll
 
     stop = threading.Event()
-    if ledger.store.app.env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres":
+    if ledger.backend == "postgres":
         fleet.catch_up()
         click.echo("following the log (PostgreSQL LISTEN/NOTIFY); Ctrl-C to stop", err=True)
         with follow(ledger) as runner:

@@ -508,18 +508,12 @@ def run_study(
         observations=len(turns),
         observed_tokens=sum(tokens),
         counter=getattr(counter, "name", type(counter).__name__),
-        store=_redact(ledger),
+        store=ledger.display_url,
         seconds=time.perf_counter() - started,
         model=model.name if model is not None else "sim-model",
         simulated=model is None,
         base_url=model.base_url if model is not None else None,
     )
-
-
-def _redact(ledger: Ledger) -> str:
-    from engine.store import redact
-
-    return redact(ledger.url)
 
 
 def _stepper(policy: str, model: Any, cfg: StudyConfig, session: Session, run: RunResult,

@@ -73,7 +73,7 @@ class PostgresFleetView(PostgresTrackingRecorder):
             rec = curs.fetchone()
             if (rec["notification_id"] if rec else None) != expected:
                 raise ViewMoved
-            for r in rows:  # one statement per row: psycopg's executemany pipelines (see engine.stores)
+            for r in rows:  # one statement per row: psycopg's executemany pipelines (see engine._store.sqlite)
                 curs.execute(
                     self._upsert,
                     (

@@ -16,14 +16,13 @@ from eventsourcing.persistence import InfrastructureFactory, IntegrityError, Ope
 from eventsourcing.projection import Projection, ProjectionRunner
 from eventsourcing.utils import Environment
 
-from engine.codec import TOPICS, EventMapper
+from engine._store.codec import TOPICS, EventMapper
 from engine.errors import CorruptLogError, InvalidInputError, LedgerError, StorageError
 from engine.events import EVENT_TYPES, Event
 from engine.fleet.sqlite import SQLiteFleetView
 from engine.fleet.view import APP_NAME, PROJECTION_NAME, FleetView, ViewMoved
 from engine.ledger import Ledger
-from engine.store import StoreApp, postgres_ddl_lock, storage_error
-from engine.stores import SQLITE_FACTORY
+from engine._store.log_store import StoreApp, postgres_ddl_lock, storage_error
 from projections.fleet import AuditHook, Finding, FleetRow, audit_findings, fold, needs_audit, unreadable
 
 __all__ = ["Fleet", "follow", "poll", "FleetProjection"]
@@ -114,7 +113,7 @@ class _Folder:
 
 def _ddl_lock(env: dict[str, str], ledger: Ledger) -> Any:
     """Tables are created one process at a time on PostgreSQL (see ``Ledger.open``)."""
-    if env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres":
+    if ledger.backend == "postgres":
         return postgres_ddl_lock(env, ledger.url)
     return contextlib.nullcontext()
 
@@ -123,11 +122,10 @@ def _view_env(ledger_env: dict[str, str]) -> Environment:
     return Environment(PROJECTION_NAME, {k: v for k, v in ledger_env.items() if k not in ("CIPHER_KEY", "CIPHER_TOPIC")})
 
 
-def _view_class(env: dict[str, str]) -> type:
-    module = env.get("PERSISTENCE_MODULE", "")
-    if module in ("eventsourcing.sqlite", SQLITE_FACTORY):
+def _view_class(backend: str) -> type:
+    if backend == "sqlite":
         return SQLiteFleetView
-    if module == "eventsourcing.postgres":
+    if backend == "postgres":
         from engine.fleet.postgres import PostgresFleetView  # the PostgreSQL driver is an extra
 
         return PostgresFleetView
@@ -139,8 +137,8 @@ class Fleet:
 
     def __init__(self, ledger: Ledger, *, audit: AuditHook | None = audit_findings):
         self.ledger = ledger
-        env = dict(ledger.store.app.env)
-        cls = _view_class(env)
+        env = ledger.store.environment
+        cls = _view_class(ledger.backend)
         for attempt in range(5):
             try:
                 with _ddl_lock(env, ledger):
@@ -176,13 +174,11 @@ class Fleet:
     def catch_up(self, *, page: int = 500, limit: int | None = None) -> int:
         """Fold every event committed since the last catch-up; returns how many were folded."""
         done = 0
-        recorder = self.ledger.store.app.recorder
+        store = self.ledger.store
         while limit is None or done < limit:
             try:
                 start = self.view.max_tracking_id(APP_NAME)
-                notes = recorder.select_notifications(
-                    start=start or 0, limit=page, topics=SESSION_TOPICS, inclusive_of_start=False
-                )
+                notes = store.notifications(start or 0, page, SESSION_TOPICS)
             except Exception as e:
                 raise storage_error(e, "cannot read the notification log") from None
             if not notes:
@@ -258,8 +254,8 @@ def follow(ledger: Ledger, *, audit: AuditHook | None = audit_findings) -> Proje
     """Start eventsourcing's ``ProjectionRunner`` on a PostgreSQL ledger's store: the fleet view
     is updated as each event is committed, until ``runner.stop()`` (use it as a context manager;
     ``runner.wait(notification_id)`` blocks until the view has caught up with that id)."""
-    env = dict(ledger.store.app.env)
-    if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
+    env = ledger.store.environment
+    if ledger.backend != "postgres":
         raise InvalidInputError("following the log live needs PostgreSQL; on SQLite call Fleet.catch_up() in a loop")
     from engine.fleet.postgres import PostgresFleetView
 

@@ -16,7 +16,7 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import Tracking
 
-from engine.store import StoreApp
+from engine._store.log_store import StoreApp
 from projections.fleet import FleetRow
 
 __all__ = [

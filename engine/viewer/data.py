@@ -12,21 +12,20 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from engine.event_lines import describe
 from engine.events import (
     Event,
     Expanded,
-    Marked,
     Observed,
     Pruned,
     Rederived,
     Restored,
     RewriteRefused,
     Rewritten,
-    SessionStarted,
 )
 from engine.errors import LedgerError, StoreUnavailableError
 from engine.viewer.conversation import event_time
-from engine.spans import Provenance, Span, id_ranges
+from engine.spans import Provenance, Span
 
 if TYPE_CHECKING:
     from engine.ledger import Ledger
@@ -37,7 +36,6 @@ __all__ = [
     "MARKER_TYPES",
     "buffer_json",
     "curve",
-    "describe",
     "event_json",
     "grounding_sentences",
     "integrity",
@@ -93,38 +91,12 @@ def buffer_json(view: Any, head: int) -> dict[str, Any]:
     }
 
 
-def describe(ev: Event) -> str:
-    """One line saying what an event did (plain text; the page escapes it)."""
-    t = type(ev)
-    if t is SessionStarted:
-        return f"session {ev.name!r} started" + ("" if ev.strict else " (permissive)") + (
-            f", forked at position {ev.fork_position}" if ev.forked_from is not None else "")
-    if t is Observed:
-        return f"observed {ev.span_id} ({ev.role}/{ev.kind}, {ev.tokens:,} tokens)"
-    if t is Pruned:
-        return f"pruned {ev.span_id}"
-    if t is Rewritten:
-        flag = f" — VIOLATION: generation {ev.generation}" if ev.violation else ""
-        return f"rewrote {id_ranges(ev.inputs, ', ')} into {ev.span_id} ({ev.tokens:,} tokens){flag}"
-    if t is Rederived:
-        return f"re-derived {ev.span_id} from its originals {id_ranges(ev.sources, ', ')}"
-    if t is Restored:
-        return f"restored {ev.span_id}"
-    if t is Expanded:
-        return f"expanded {ev.span_id} into {id_ranges(ev.restored, ', ')}"
-    if t is RewriteRefused:
-        return f"REFUSED {ev.command} of {id_ranges(ev.inputs, ', ')}"
-    if t is Marked:
-        return f"mark {ev.label!r}"
-    return t.__name__
-
-
 def event_json(ev: Event) -> dict[str, Any]:
     """The event that produced a position: type, what it did, who and why (text truncated)."""
     out: dict[str, Any] = {
         "position": ev.originator_version,
         "type": type(ev).__name__,
-        "what": describe(ev),
+        "what": describe(ev, "prose"),
         "by": ev.by,
         "reason": ev.reason,
         "at": _time(ev.at),

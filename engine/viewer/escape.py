@@ -2,7 +2,7 @@
 
 Imported transcripts hold arbitrary text: markup (``<script>``), quotes that would break out of an
 attribute, and Unicode bidirectional controls (U+202E RIGHT-TO-LEFT OVERRIDE and friends) that make
-a line read differently from what it says. ``esc`` (shared with the HTML report, ``engine.report``)
+a line read differently from what it says. ``esc`` (``engine.escaping``, shared with the HTML report)
 escapes markup and quotes and shows every bidi control and other invisible character as a visible
 ``⟨U+202E⟩`` marker, so the page shows exactly the characters the log holds. ``script_json`` embeds
 data in a ``<script type="application/json">`` element that no text can close.
@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from engine.report import BIDI_CONTROLS, esc
+from engine.escaping import BIDI_CONTROLS, esc
 
 __all__ = ["ANSI", "BIDI_CONTROLS", "esc", "esc_text", "script_json", "strip_ansi"]
 

@@ -26,9 +26,7 @@ def open_search_index(ledger: Ledger):
     from the log — keep it and pass it to every ``search`` (a new one is a new build)."""
     from engine.search_index import open_index
 
-    mapper = getattr(getattr(ledger.store, "app", None), "mapper", None)
-    encrypted = mapper is None or bool(getattr(mapper, "cipher", None))
-    return open_index(ledger.url, encrypted=encrypted)
+    return open_index(ledger.url, encrypted=ledger.encrypted)
 
 
 def search(index: Any, session: Session, query: str, *, role: str = "", kind: str = "", provenance: str = "",

