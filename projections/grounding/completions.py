@@ -18,6 +18,7 @@ instructs the model (the compaction prompt) is no evidence; asking for the work 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -51,7 +52,9 @@ def _outcome_lines(word: str) -> tuple[tuple[re.Pattern[str], int], ...]:
 
 ACTIVITIES: dict[str, Activity] = {
     "tests": Activity(
-        re.compile(r"\b(?:all\s+)?(?:the\s+)?(?:unit\s+|integration\s+)?tests?(?:\s+suite)?\s+(?:now\s+|all\s+)?(?:pass(?:es|ed|ing)?|(?:are|is)\s+(?:green|passing))\b|\btest\s+suite\s+is\s+green\b|\bCI\s+is\s+green\b", _I),
+        re.compile(r"\b(?:all\s+)?(?:the\s+)?(?:unit\s+|integration\s+)?tests?(?:\s+suite)?\s+(?:now\s+|all\s+)?(?:pass(?:es|ed|ing)?|(?:are|is)\s+(?:green|passing))\b|"
+                   r"\btests?\b[^.;:\n]{0,50}?\b(?:are|were|is|was|have\s+been|has\s+been)\s+(?:\w+\s+){0,3}?(?:and\s+)?(?:pass(?:es|ed|ing)?)\b|"
+                   r"\btest\s+suite\s+is\s+green\b|\bCI\s+is\s+green\b", _I),
         re.compile(r"\btests?\b|\bpytest\b|\bjest\b|\bvitest\b|\brspec\b|\bunittest\b|\bspec\b", _I),
         (
             (re.compile(r"\b[1-9]\d*\s+(?:failed|failures?|errors?)\b|\bFAILED\b|\btests?\s+failed\b|^FAIL\b", _M), -1),
@@ -77,7 +80,7 @@ ACTIVITIES: dict[str, Activity] = {
     ),
     "migration": Activity(
         re.compile(r"\bmigrations?\b[^.;\n]{0,60}?\b(?:completed?|finished|succeeded|done|applied|ran\s+successfully)\b|\b(?:successfully\s+)?migrated\b", _I),
-        re.compile(r"\bmigrat", _I),
+        re.compile(r"migrat", _I),  # "ecto.migrate", "showmigrations"
         _outcome_lines(r"migrat"),
     ),
     "deploy": Activity(
@@ -119,6 +122,15 @@ ACTIVITIES: dict[str, Activity] = {
             (re.compile(r"\bClosed\s+\S+|\bclosed\s+(?:issue|ticket|#\d+)", _M), 1),
         ),
         subject=True,
+    ),
+    # checking a running system by hand ("verified in the browser", "smoke-tested on the live
+    # session", "verified end to end"): done through a request to it or a browser on it, not by
+    # editing, compiling or unit tests
+    "verification": Activity(
+        re.compile(r"\b(?:verified|confirmed|checked|tested|exercised)\b[^.;:\n]{0,40}?(?:\bin\s+(?:the|a)\s+browser\b|\bend[\s-]to[\s-]end\b|\bon\s+the\s+live\b|\bmanually\b|\bby\s+hand\b)|"
+                   r"\bsmoke[\s-]?tested\b|\bverified\s+end[\s-]to[\s-]end\b", _I),
+        re.compile(r"\b(?:curl|wget|https?|httpie|xh)\b[^\n]{0,200}?(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1\])|\bbrowser|playwright|puppeteer|selenium|screenshot|chrome|firefox", _I),
+        (),
     ),
     "build": Activity(
         re.compile(r"\bbuild\b[^.;\n]{0,40}?\b(?:completed?|finished|succeeded|passe[sd]|is\s+green|successful)\b|\bcompiles?\s+(?:cleanly|successfully)\b|\bcompiled\s+(?:cleanly|successfully)\b", _I),
@@ -178,44 +190,91 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
     if not claimed:
         return []
     plans = _plan_sections(text)
-    conversation = [ev.sources[i] for i in ev.conversation]
+    conversation = [(i, ev.sources[i]) for i in ev.conversation]
     # asking for the work is not doing it: a user's request is no outcome
-    evidence = [s.text for s in conversation if not (s.role == "user" and _REQUEST.search(s.text))]
+    evidence = [(i, s.text) for i, s in conversation if not (s.role == "user" and _REQUEST.search(s.text))]
+    calls = _calls(ev)
     out: list[GroundingFinding] = []
     for name, activity in claimed:
         # a source line that itself says it was done ("deployed cart-api v2.1.0 to prod") is an outcome too
         outcomes = (*activity.outcomes, (activity.claim, 1))
-        verdicts: list[int] | None = None  # of the activity as a whole, computed once
-        mentioned: bool | None = None
         for offset, said, clause in _claims(text, activity.claim, plans):
-            subjects = _subjects(clause) if activity.subject else []
-            if subjects:
-                verdict = _about(subjects, name, activity, outcomes, evidence)
+            subjects = _subjects(clause)
+            if activity.subject and subjects:
+                verdict = _about(subjects, name, activity, outcomes, [t for _, t in evidence])
                 if verdict is not None:
                     severity, why = verdict
                     out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
                                        f"the summary claims {said!r} but {why}", offset=offset, category=name))
                 continue
-            if _tied_outcome(clause, evidence, outcomes):
+            # work on a named thing ("gqc.6 tests pass") is shown only by what came after the
+            # conversation first acted on it (its first tool call naming it)
+            since = _first_call_naming(subjects, calls) if subjects else None
+            scope = [t for i, t in evidence if since is None or i >= since]
+            where = f" after the first tool call on {subjects[0]}" if since is not None else ""
+            if _tied_outcome(clause, scope, outcomes):
                 continue  # "31 tests pass": about the run that printed 31, which passed
-            if verdicts is None:
-                verdicts = [o for s in evidence for o in [_outcome(s, outcomes)] if o is not None]
+            verdicts = [o for t in scope for o in [_outcome(t, outcomes)] if o is not None]
             state = bool(_STATE.search(said))
             if verdicts and (verdicts[-1] > 0 or (not state and max(verdicts) > 0)):
                 continue  # a state holds if its last outcome did; an event happened if any outcome shows it
             if verdicts:
                 which = "last outcome" if state else "every outcome"
-                severity, why = "error", f"the conversation's {which} of the {name} is a failure"
+                severity, why = "error", f"the conversation's {which} of the {name}{where} is a failure"
+            elif any(activity.mention.search(t) for i, t in calls if since is None or i >= since):
+                severity, why = "info", f"the conversation runs the {name}{where} but shows no outcome of it (cannot be verified)"
             else:
-                if mentioned is None:
-                    mentioned = any(activity.mention.search(s.text) for s in conversation)
-                if mentioned:
-                    severity, why = "info", f"the conversation mentions the {name} but shows no outcome of it (cannot be verified)"
-                else:
-                    severity, why = "warning", f"the conversation shows no {name} at all"
+                severity, why = "warning", f"no tool call{where} performs the {name} and no output reports it"
             out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
                                f"the summary claims {said!r} but {why}", offset=offset, category=name))
     return out
+
+
+# the parts of a tool call's arguments that are text it writes into a file, not what it does
+_WRITTEN = ("content", "old_string", "new_string", "old_str", "new_str", "file_text", "patch", "diff", "text")
+
+
+def _calls(ev: Evidence) -> list[tuple[int, str]]:
+    """(source index, what it does) of every tool call: an assistant line with a call id; when no
+    source has one, any assistant or tool line (a call cannot be told from its result); when no
+    roles are known, every source. Prose, user messages and project context perform nothing."""
+    sources = ev.sources
+    if not ev.roles_known:
+        return [(i, sources[i].text) for i in ev.conversation]
+    with_ids = any(s.call for s in sources)
+    out = []
+    for i in ev.conversation:
+        s = sources[i]
+        if with_ids and s.role == "assistant" and s.call:
+            out.append((i, _action(s.text)))
+        elif not with_ids and s.role in ("assistant", "tool"):
+            out.append((i, s.text))
+    return out
+
+
+def _action(call: str) -> str:
+    """A tool call ``Name({...json...})`` without the file text it writes (an edit that adds a
+    ``curl`` line to a script runs no curl); any other call as it is."""
+    open_at = call.find("(")
+    if open_at <= 0 or not call.endswith(")") or call[open_at + 1 : open_at + 2] != "{":
+        return call
+    try:
+        args = json.loads(call[open_at + 1 : -1])
+    except ValueError:
+        return call
+    if not isinstance(args, dict):
+        return call
+    kept = {k: v for k, v in args.items() if k not in _WRITTEN}
+    return call[:open_at] + "(" + json.dumps(kept, ensure_ascii=False) + ")"
+
+
+def _first_call_naming(subjects: list[str], calls: list[tuple[int, str]]) -> int | None:
+    """The source index of the first tool call that names one of ``subjects`` (or its id written
+    in full: "gqc.6" is named by "spotter-gqc.6"), if any."""
+    for i, t in calls:
+        if any(_names(t, x, within_id=True) for x in subjects):
+            return i
+    return None
 
 
 def _about(subjects: list[str], name: str, activity: Activity, outcomes, evidence: list[str]) -> tuple[str, str] | None:
@@ -256,12 +315,13 @@ def _subjects(clause: str) -> list[str]:
     return [m.group(0).rstrip(".") for m in _SUBJECT.finditer(clause) if any(c.isdigit() or c in "-_#" for c in m.group(0))]
 
 
-def _names(line: str, subject: str) -> bool:
-    """``line`` names ``subject`` itself, not a longer id it begins ("spotter-dov" is not "spotter-dov.1")."""
+def _names(line: str, subject: str, within_id: bool = False) -> bool:
+    """``line`` names ``subject`` itself, not a longer id it begins ("spotter-dov" is not "spotter-dov.1");
+    ``within_id``: also as the tail of a longer id ("gqc.6" in "spotter-gqc.6")."""
     i = line.find(subject)
     while i >= 0:
         before, after = line[i - 1 : i], line[i + len(subject) : i + len(subject) + 2]
-        if not (before.isalnum() or before in "-_.") and not (after[:1].isalnum() or after[:1] in "-_" or (after[:1] == "." and after[1:2].isalnum())):
+        if not (before.isalnum() or before in ("_." if within_id else "-_.")) and not (after[:1].isalnum() or after[:1] in "-_" or (after[:1] == "." and after[1:2].isalnum())):
             return True
         i = line.find(subject, i + 1)
     return False
