@@ -40,6 +40,9 @@ class Activity:
     mention: re.Pattern[str]  # how the conversation shows it happening at all
     outcomes: tuple[tuple[re.Pattern[str], int], ...]  # outcome lines: +1 done, -1 failed
     subject: bool = False  # its outcome lines name what they are about ("✓ Closed spotter-dov.1")
+    # lower-case pieces one of which every outcome line (and claim) of it contains: a source with
+    # none of them is not read (speed only; it must never change a verdict)
+    hints: tuple[str, ...] = ()
 
 
 def _outcome_lines(word: str) -> tuple[tuple[re.Pattern[str], int], ...]:
@@ -54,12 +57,14 @@ ACTIVITIES: dict[str, Activity] = {
     "tests": Activity(
         re.compile(r"\b(?:all\s+)?(?:the\s+)?(?:unit\s+|integration\s+)?tests?(?:\s+suite)?\s+(?:now\s+|all\s+)?(?:pass(?:es|ed|ing)?|(?:are|is)\s+(?:green|passing))\b|"
                    r"\btests?\b[^.;:\n]{0,50}?\b(?:are|were|is|was|have\s+been|has\s+been)\s+(?:\w+\s+){0,3}?(?:and\s+)?(?:pass(?:es|ed|ing)?)\b|"
+                   r"\b(?:ran|re-?ran)\s+(?:the\s+)?(?:full\s+|whole\s+|entire\s+)?(?:test\s+)?suite\b|"
                    r"\btest\s+suite\s+is\s+green\b|\bCI\s+is\s+green\b", _I),
         re.compile(r"\btests?\b|\bpytest\b|\bjest\b|\bvitest\b|\brspec\b|\bunittest\b|\bspec\b", _I),
         (
             (re.compile(r"\b[1-9]\d*\s+(?:failed|failures?|errors?)\b|\bFAILED\b|\btests?\s+failed\b|^FAIL\b", _M), -1),
             (re.compile(r"\b\d+\s+passed\b|\b\d+\s+tests?,\s+0\s+failures?\b|^OK\b|\ball\s+tests?\s+pass(?:ed)?\b|\btests?\s+passed\b|\bTests:\s+\d+\s+passed\b", _M), 1),
         ),
+        hints=("pass", "fail", "ok", "error", "green"),
     ),
     "commit": Activity(
         re.compile(r"\bcommitted\b|\bcommit(?:s)?\s+(?:succeeded|went\s+through)\b", _I),
@@ -69,6 +74,7 @@ ACTIVITIES: dict[str, Activity] = {
                         r"\bhook\b.*\b(?:failed|blocked|rejected)\b|^error:\s.*\b(?:commit|merge)\b", _M), -1),
             (re.compile(r"^\[[\w./-]+(?:\s+\(root-commit\))?\s+[0-9a-f]{7,}\]", _M), 1),
         ),
+        hints=("commit", "[", "hook", "error"),
     ),
     "push": Activity(
         re.compile(r"\bpushed\b", _I),
@@ -77,26 +83,31 @@ ACTIVITIES: dict[str, Activity] = {
             (re.compile(r"!\s*\[rejected\]|\bfailed\s+to\s+push\b|^fatal:|^error:\s.*\b(?:push|refs)\b", _M), -1),
             (re.compile(r"^\s*(?:[0-9a-f]{7,}\.\.[0-9a-f]{7,}|\*\s+\[new\s+branch\])\s+\S+\s+->\s+\S+", _M), 1),
         ),
+        hints=("push", "->", "rejected", "fatal", "error"),
     ),
     "migration": Activity(
         re.compile(r"\bmigrations?\b[^.;\n]{0,60}?\b(?:completed?|finished|succeeded|done|applied|ran\s+successfully)\b|\b(?:successfully\s+)?migrated\b", _I),
         re.compile(r"migrat", _I),  # "ecto.migrate", "showmigrations"
         _outcome_lines(r"migrat"),
+        hints=("migrat",),
     ),
     "deploy": Activity(
         re.compile(r"\b(?:deployed|rolled\s+out|shipped)\b|\b(?:deploy(?:ment)?|rollout)\b[^.;\n]{0,60}?\b(?:completed?|finished|succeeded|done|successful)\b|\b(?:is|are|went)\s+live\b", _I),
         re.compile(r"\bdeploy|\brollout\b|\broll(?:ed|ing)?\s+out\b|\bkubectl\s+(?:apply|rollout)|\bhelm\s+(?:install|upgrade)|\bship(?:ped|ping)?\b", _I),
         _outcome_lines(r"(?:deploy|roll(?:ed)?\s*out|ship)"),
+        hints=("deploy", "roll", "ship", "live"),
     ),
     "release": Activity(
         re.compile(r"\b(?:released|published)\b|\brelease\b[^.;\n]{0,40}?\b(?:was\s+|has\s+been\s+)?(?:cut|tagged|published)\b", _I),
         re.compile(r"\brelease|\bpublish|\bgit\s+tag\b|\btagged\b", _I),
         _outcome_lines(r"(?:releas|publish|tag)"),
+        hints=("releas", "publish", "tag"),
     ),
     "announcement": Activity(
         re.compile(r"\b(?:announced|notified|emailed)\b|\b(?:announcement|e-?mail|notification|newsletter)s?\b[^.;\n]{0,40}?\b(?:has\s+been\s+|have\s+been\s+|was\s+|were\s+)?sent\b|\bsent\s+(?:out\s+)?(?:the\s+|an?\s+)?(?:release\s+)?(?:announcement|e-?mail|notification)s?\b", _I),
         re.compile(r"\bannounc|\bnotif(?:y|ied|ies|ication)|\be-?mail(?:ed|s)?\b|\bslack\b|\bnewsletter\b", _I),
         (),
+        hints=("announc", "notif", "mail", "sent"),
     ),
     "merge": Activity(
         re.compile(r"\bmerged\b", _I),
@@ -105,6 +116,7 @@ ACTIVITIES: dict[str, Activity] = {
             (re.compile(r"\bCONFLICT\b|\bAutomatic\s+merge\s+failed\b|\bmerge\s+failed\b|\bnot\s+mergeable\b", _M), -1),
             (re.compile(r"\bMerge\s+made\s+by\b|^Fast-forward\b|\b(?:was\s+|been\s+)?merged\b", _M), 1),
         ),
+        hints=("merg", "conflict", "fast-forward"),
     ),
     "pull request": Activity(
         re.compile(r"\bopened\s+(?:a|the|an)\s+(?:draft\s+)?(?:pull\s+request|PR|merge\s+request|MR)\b|\b(?:pull\s+request|PR)\s+(?:#\d+\s+)?(?:was\s+|is\s+|has\s+been\s+)?(?:opened|created|filed|up)\b", _I),
@@ -113,6 +125,7 @@ ACTIVITIES: dict[str, Activity] = {
             (re.compile(r"\bpull\s+request\b.*\b(?:failed|error|rejected)\b", _M), -1),
             (re.compile(r"/pull/\d+|\bpull\s+request\b.*\b(?:created|opened)\b", _M), 1),
         ),
+        hints=("pull", "pr", "merg"),
     ),
     "close": Activity(
         re.compile(r"\b(?:is|was|were|are|been|got)\s+(?:now\s+|also\s+|already\s+)?(?:finished\s+and\s+)?closed\b|\bclosed\s+(?:it|the\s+(?:task|bead|issue|ticket|epic)|task|bead|issue|ticket|epic)\b", _I),
@@ -122,6 +135,7 @@ ACTIVITIES: dict[str, Activity] = {
             (re.compile(r"\bClosed\s+\S+|\bclosed\s+(?:issue|ticket|#\d+)", _M), 1),
         ),
         subject=True,
+        hints=("clos",),
     ),
     # checking a running system by hand ("verified in the browser", "smoke-tested on the live
     # session", "verified end to end"): done through a request to it or a browser on it, not by
@@ -131,16 +145,21 @@ ACTIVITIES: dict[str, Activity] = {
                    r"\bsmoke[\s-]?tested\b|\bverified\s+end[\s-]to[\s-]end\b", _I),
         re.compile(r"\b(?:curl|wget|https?|httpie|xh)\b[^\n]{0,200}?(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1\])|\bbrowser|playwright|puppeteer|selenium|screenshot|chrome|firefox", _I),
         (),
+        hints=("verif", "confirm", "check", "test", "exercis", "smoke"),
     ),
     "build": Activity(
-        re.compile(r"\bbuild\b[^.;\n]{0,40}?\b(?:completed?|finished|succeeded|passe[sd]|is\s+green|successful)\b|\bcompiles?\s+(?:cleanly|successfully)\b|\bcompiled\s+(?:cleanly|successfully)\b", _I),
+        re.compile(r"\bbuild\b[^.;\n]{0,40}?\b(?:completed?|finished|succeeded|passe[sd]|is\s+green|successful|clean)\b|\bcompiles?\s+(?:cleanly|successfully)\b|\bcompiled\s+(?:cleanly|successfully)\b", _I),
         re.compile(r"\bbuild|\bcompil", _I),
         (
             (re.compile(r"\bbuild\s+(?:failed|error)|\bcompilation\s+(?:error|failed)|^error(?:\[E\d+\])?:\s|\*\*\s*\(CompileError\)", _M), -1),
             (re.compile(r"\bbuild\s+(?:succeeded|successful|passed|finished|complete)|^\s*Finished\b|\bCompil(?:ed|ing)\s+\d+\s+files?\b|\bCompiled\b", _M), 1),
         ),
+        hints=("build", "compil", "finished", "error"),
     ),
 }
+
+# the polarity of a source line that says the work was done in the summary's own words
+_SAID = 2
 
 # a claim about how things are now ("tests pass", "the build is green", "is live"), judged by the last
 # outcome; any other claim is of an event ("committed", "deployed"), which one success shows happened
@@ -187,17 +206,22 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
     shows (warning), or shows without an outcome (information)."""
     text = ev.text
     claimed = [(name, a) for name, a in ACTIVITIES.items() if a.claim.search(text)]
-    if not claimed:
+    if not claimed and not _RAN.search(text):
         return []
     plans = _plan_sections(text)
     conversation = [(i, ev.sources[i]) for i in ev.conversation]
-    # asking for the work is not doing it: a user's request is no outcome
-    evidence = [(i, s.text) for i, s in conversation if not (s.role == "user" and _REQUEST.search(s.text))]
+    # asking for the work is not doing it: a user's request is no outcome; nor is a tool call's own
+    # text (the command, the file text it writes): its output says how it went
+    evidence = [(i, s.text) for i, s in conversation
+                if not (s.role == "user" and _REQUEST.search(s.text)) and not (s.role == "assistant" and s.call)]
     calls = _calls(ev)
-    out: list[GroundingFinding] = []
+    lowered = {i: t.lower() for i, t in evidence}
+    last_change = max((i for i, _, change in calls if change), default=None)
+    out: list[GroundingFinding] = _commands_run(text, plans, calls, last_change)
     for name, activity in claimed:
         # a source line that itself says it was done ("deployed cart-api v2.1.0 to prod") is an outcome too
-        outcomes = (*activity.outcomes, (activity.claim, 1))
+        outcomes = (*activity.outcomes, (activity.claim, _SAID))
+        judged: list[tuple[int, int, set[str]]] | None = None  # (source, verdict, figures of its successes), once
         for offset, said, clause in _claims(text, activity.claim, plans):
             subjects = _subjects(clause)
             if activity.subject and subjects:
@@ -207,21 +231,28 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
                     out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
                                        f"the summary claims {said!r} but {why}", offset=offset, category=name))
                 continue
+            if judged is None:
+                judged = _judge([(i, t) for i, t in evidence if any(h in lowered[i] for h in activity.hints)]
+                                if activity.hints else evidence, outcomes)
             # work on a named thing ("gqc.6 tests pass") is shown only by what came after the
             # conversation first acted on it (its first tool call naming it)
             since = _first_call_naming(subjects, calls) if subjects else None
-            scope = [t for i, t in evidence if since is None or i >= since]
             where = f" after the first tool call on {subjects[0]}" if since is not None else ""
-            if _tied_outcome(clause, scope, outcomes):
+            # "afterwards", "after these edits", "again": about the code as last changed
+            if _AFTER_CHANGES.search(clause) and last_change is not None:
+                since, where = last_change + 1, " after the last file change"
+            scope = [(v, figs) for i, v, figs in judged if since is None or i >= since]
+            figures = set(_FIGURE.findall(clause))
+            if figures and any(figures & figs for _, figs in scope):
                 continue  # "31 tests pass": about the run that printed 31, which passed
-            verdicts = [o for t in scope for o in [_outcome(t, outcomes)] if o is not None]
+            verdicts = [v for v, _ in scope]
             state = bool(_STATE.search(said))
             if verdicts and (verdicts[-1] > 0 or (not state and max(verdicts) > 0)):
                 continue  # a state holds if its last outcome did; an event happened if any outcome shows it
             if verdicts:
                 which = "last outcome" if state else "every outcome"
                 severity, why = "error", f"the conversation's {which} of the {name}{where} is a failure"
-            elif any(activity.mention.search(t) for i, t in calls if since is None or i >= since):
+            elif any(activity.mention.search(t) for i, t, _ in calls if since is None or i >= since):
                 severity, why = "info", f"the conversation runs the {name}{where} but shows no outcome of it (cannot be verified)"
             else:
                 severity, why = "warning", f"no tool call{where} performs the {name} and no output reports it"
@@ -234,21 +265,23 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
 _WRITTEN = ("content", "old_string", "new_string", "old_str", "new_str", "file_text", "patch", "diff", "text")
 
 
-def _calls(ev: Evidence) -> list[tuple[int, str]]:
+def _calls(ev: Evidence) -> list[tuple[int, str, bool]]:
     """(source index, what it does) of every tool call: an assistant line with a call id; when no
     source has one, any assistant or tool line (a call cannot be told from its result); when no
-    roles are known, every source. Prose, user messages and project context perform nothing."""
+    roles are known, every source. Prose, user messages and project context perform nothing.
+    The flag: the call writes text into a file (an edit), known only where calls have ids."""
     sources = ev.sources
     if not ev.roles_known:
-        return [(i, sources[i].text) for i in ev.conversation]
+        return [(i, sources[i].text, False) for i in ev.conversation]
     with_ids = any(s.call for s in sources)
     out = []
     for i in ev.conversation:
         s = sources[i]
         if with_ids and s.role == "assistant" and s.call:
-            out.append((i, _action(s.text)))
+            action = _action(s.text)
+            out.append((i, action, len(action) < len(s.text) and action != s.text))
         elif not with_ids and s.role in ("assistant", "tool"):
-            out.append((i, s.text))
+            out.append((i, s.text, False))
     return out
 
 
@@ -268,10 +301,31 @@ def _action(call: str) -> str:
     return call[:open_at] + "(" + json.dumps(kept, ensure_ascii=False) + ")"
 
 
+_AFTER_CHANGES = re.compile(r"\bafterwards?\b|\bafter\s+(?:these|those|all\s+(?:the\s+|these\s+)?|the\s+above|my|our)\s*(?:\w+\s+)?(?:edits?|changes?|fix(?:es)?|updates?)\b|\bagain\b", _I)
+# "Ran `mix compile`", "re-ran `pytest -x`": the command quoted is the trace to look for
+_RAN = re.compile(r"\b(?:ran|re-?ran|executed|running)\s+`([^`\n]{3,80})`", _I)
+
+
+def _commands_run(text: str, plans: list[tuple[int, int]], calls: list[tuple[int, str, bool]], last_change: int | None) -> list[GroundingFinding]:
+    """A claim that a quoted command ran ("Ran `mix compile`") needs a tool call that runs it (after
+    the last file change, when the claim says "afterwards"): a warning when none does."""
+    out: list[GroundingFinding] = []
+    for offset, said, clause in _claims(text, _RAN, plans):
+        command = _RAN.search(said).group(1).strip()
+        since = last_change + 1 if _AFTER_CHANGES.search(clause) and last_change is not None else None
+        if any(command in t for i, t, _ in calls if since is None or i >= since):
+            continue
+        where = " after the last file change" if since is not None else ""
+        out.append(finding("completion", UNSUPPORTED_COMPLETION, "warning", said,
+                           f"the summary claims {said!r} but no tool call{where} runs {command!r}",
+                           offset=offset, category="command"))
+    return out
+
+
 def _first_call_naming(subjects: list[str], calls: list[tuple[int, str]]) -> int | None:
     """The source index of the first tool call that names one of ``subjects`` (or its id written
     in full: "gqc.6" is named by "spotter-gqc.6"), if any."""
-    for i, t in calls:
+    for i, t, _ in calls:
         if any(_names(t, x, within_id=True) for x in subjects):
             return i
     return None
@@ -327,15 +381,16 @@ def _names(line: str, subject: str, within_id: bool = False) -> bool:
     return False
 
 
-def _tied_outcome(clause: str, evidence: list[str], outcomes: tuple[tuple[re.Pattern[str], int], ...]) -> bool:
-    """A claim that states a figure ("31 tests pass") is about the outcome that printed it: some
-    successful outcome line states the same figure."""
-    figures = set(_FIGURE.findall(clause))
-    if not figures:
-        return False
-    for text in evidence:
-        if not any(f in text for f in figures):
+def _judge(evidence: list[tuple[int, str]], outcomes: tuple[tuple[re.Pattern[str], int], ...]) -> list[tuple[int, int, set[str]]]:
+    """For each source with an outcome line: (its index, +1 / -1 of its last outcome, the figures
+    of its successful outcome lines). A claim that states a figure ("31 tests pass") is about the
+    run that printed it."""
+    out = []
+    for i, text in evidence:
+        verdict = _outcome(text, outcomes)
+        if verdict is None:
             continue
+        figures: set[str] = set()
         for rx, polarity in outcomes:
             if polarity < 0:
                 continue
@@ -343,10 +398,10 @@ def _tied_outcome(clause: str, evidence: list[str], outcomes: tuple[tuple[re.Pat
                 a = text.rfind("\n", 0, m.start()) + 1
                 b = text.find("\n", m.end())
                 line = text[a : b if b >= 0 else len(text)]
-                failed = any(r.search(line) for r, p in outcomes if p < 0)
-                if not failed and figures & set(_FIGURE.findall(line)):
-                    return True
-    return False
+                if not any(r.search(line) for r, p in outcomes if p < 0):
+                    figures.update(_FIGURE.findall(line))
+        out.append((i, verdict, figures))
+    return out
 
 
 def _clause_around(sentence: str, start: int, end: int) -> str:
@@ -368,12 +423,19 @@ def _plan_sections(text: str) -> list[tuple[int, int]]:
 
 def _outcome(text: str, patterns: tuple[tuple[re.Pattern[str], int], ...]) -> int | None:
     """+1 / -1 of the last outcome line in ``text``, if any; a line that reports both ("3 failed,
-    12 passed") is a failure."""
+    12 passed") is a failure. A line that says it in words (``_SAID``) counts only if it claims
+    something done ("Changes to be committed:" does not)."""
     lines: dict[int, int] = {}
     for rx, polarity in patterns:
         for m in rx.finditer(text):
             start = text.rfind("\n", 0, m.start()) + 1
-            lines[start] = min(lines.get(start, polarity), polarity)
+            said = polarity
+            if said == _SAID:
+                end = text.find("\n", m.end())
+                if _NOT_DONE.search(text[start : end if end >= 0 else len(text)]):
+                    continue
+                said = 1
+            lines[start] = min(lines.get(start, said), said)
     if not lines:
         return None
     return lines[max(lines)]
