@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from projections.grounding.evidence import Evidence
 from projections.grounding.registry import GroundingFinding, finding, rule
-from projections.grounding.text import sentences
+from projections.grounding.specifics import tokens
+from projections.grounding.text import STOP_WORDS, sentences, stem
 
 __all__ = ["UNSUPPORTED_COMPLETION", "completions", "ACTIVITIES"]
 
@@ -111,10 +112,10 @@ ACTIVITIES: dict[str, Activity] = {
     ),
     "merge": Activity(
         re.compile(r"\bmerged\b", _I),
-        re.compile(r"\bmerg", _I),
+        re.compile(r"\bmerg(?:e|ed|es|ing)\b", _I),  # "git merge", not "merge_processor_config"
         (
             (re.compile(r"\bCONFLICT\b|\bAutomatic\s+merge\s+failed\b|\bmerge\s+failed\b|\bnot\s+mergeable\b", _M), -1),
-            (re.compile(r"\bMerge\s+made\s+by\b|^Fast-forward\b|\b(?:was\s+|been\s+)?merged\b", _M), 1),
+            (re.compile(r"\bMerge\s+made\s+by\b|^Fast-forward\b|\bMerged\s+(?:pull\s+request|PR|branch)\b|\bSuccessfully\s+merged\b", _M), 1),
         ),
         hints=("merg", "conflict", "fast-forward"),
     ),
@@ -157,6 +158,11 @@ ACTIVITIES: dict[str, Activity] = {
         hints=("build", "compil", "finished", "error"),
     ),
 }
+
+# the words that name an activity or its outcome: not what a claim is about
+_ACTIVITY_WORDS = re.compile(r"\b(?:merged?|pushed|committed|deployed|released|published|closed|opened|tests?|pass(?:es|ed|ing)?|"
+                             r"completed?|finished|done|successful(?:ly)?|succeeded|applied|live|clean|green|sent|was|were|has|have|been|"
+                             r"already|also|now|nevertheless|then|afterwards|all|into|to)\b", _I)
 
 # the polarity of a source line that says the work was done in the summary's own words
 _SAID = 2
@@ -221,7 +227,7 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
     for name, activity in claimed:
         # a source line that itself says it was done ("deployed cart-api v2.1.0 to prod") is an outcome too
         outcomes = (*activity.outcomes, (activity.claim, _SAID))
-        judged: list[tuple[int, int, set[str]]] | None = None  # (source, verdict, figures of its successes), once
+        judged: list | None = None  # what each source shows of it (``_judge``), once
         for offset, said, clause in _claims(text, activity.claim, plans):
             subjects = _subjects(clause)
             if activity.subject and subjects:
@@ -241,7 +247,9 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
             # "afterwards", "after these edits", "again": about the code as last changed
             if _AFTER_CHANGES.search(clause) and last_change is not None:
                 since, where = last_change + 1, " after the last file change"
-            scope = [(v, figs) for i, v, figs in judged if since is None or i >= since]
+            words = _words(_ACTIVITY_WORDS.sub(" ", clause))
+            scope = [(v, figs) for i, verdict, at, figs, said in judged if since is None or i >= since
+                     for v in [_verdict(verdict, at, said, words)] if v is not None]
             figures = set(_FIGURE.findall(clause))
             if figures and any(figures & figs for _, figs in scope):
                 continue  # "31 tests pass": about the run that printed 31, which passed
@@ -335,7 +343,8 @@ def _about(subjects: list[str], name: str, activity: Activity, outcomes, evidenc
     """A claim that names what it is about (what it closed) is judged by the outcomes that name it:
     (severity, why), or None when one of them shows it done."""
     named = [line for s in evidence for line in s.split("\n") if any(_names(line, x) for x in subjects)]
-    verdicts = [o for line in named for o in [_outcome(line, outcomes)] if o is not None]
+    as_lines = tuple((rx, 1 if p == _SAID else p) for rx, p in outcomes)
+    verdicts = [o[1] for line in named for o in [_outcome(line, as_lines)] if o is not None]
     if verdicts and (verdicts[-1] > 0 or max(verdicts) > 0):
         return None
     what = f"the {name} of {subjects[0]}"
@@ -381,14 +390,25 @@ def _names(line: str, subject: str, within_id: bool = False) -> bool:
     return False
 
 
-def _judge(evidence: list[tuple[int, str]], outcomes: tuple[tuple[re.Pattern[str], int], ...]) -> list[tuple[int, int, set[str]]]:
-    """For each source with an outcome line: (its index, +1 / -1 of its last outcome, the figures
-    of its successful outcome lines). A claim that states a figure ("31 tests pass") is about the
-    run that printed it."""
+def _judge(evidence: list[tuple[int, str]], outcomes: tuple[tuple[re.Pattern[str], int], ...]) -> list[tuple[int, int, int, set[str], list[tuple[int, str]]]]:
+    """For each source with an outcome line: (its index, +1 / -1 of its last outcome line or 0,
+    where that line starts, the figures of its successful outcome lines, its lines that say the
+    work done in words: (start, line)). A claim that states a figure ("31 tests pass") is about
+    the run that printed it."""
     out = []
+    patterns = tuple((rx, p) for rx, p in outcomes if p != _SAID)
+    said_rx = [rx for rx, p in outcomes if p == _SAID]
     for i, text in evidence:
-        verdict = _outcome(text, outcomes)
-        if verdict is None:
+        last = _outcome(text, patterns)
+        said = []
+        for rx in said_rx:
+            for m in rx.finditer(text):
+                start = text.rfind("\n", 0, m.start()) + 1
+                end = text.find("\n", m.end())
+                line = text[start : end if end >= 0 else len(text)]
+                if not _NOT_DONE.search(line):
+                    said.append((start, line))
+        if last is None and not said:
             continue
         figures: set[str] = set()
         for rx, polarity in outcomes:
@@ -400,8 +420,23 @@ def _judge(evidence: list[tuple[int, str]], outcomes: tuple[tuple[re.Pattern[str
                 line = text[a : b if b >= 0 else len(text)]
                 if not any(r.search(line) for r, p in outcomes if p < 0):
                     figures.update(_FIGURE.findall(line))
-        out.append((i, verdict, figures))
+        at, verdict = last if last is not None else (-1, 0)
+        out.append((i, verdict, at, figures, said))
     return out
+
+
+def _words(text: str) -> set[str]:
+    return {stem(t) for t in tokens(text) if len(t) >= 3 and t not in STOP_WORDS and not t.isdigit()}
+
+
+def _verdict(verdict: int, at: int, said: list[tuple[int, str]], words: set[str]) -> int | None:
+    """A source's verdict for one claim: its last outcome line, or a later line that says the work
+    done in words and is about what the claim is about (shares a word of it, when it has any:
+    "Attributes are merged" says nothing about "the branch was merged into main")."""
+    relevant = [start for start, line in said if not words or words & _words(line)]
+    if relevant and max(relevant) > at:
+        return 1
+    return verdict or None
 
 
 def _clause_around(sentence: str, start: int, end: int) -> str:
@@ -421,21 +456,15 @@ def _plan_sections(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def _outcome(text: str, patterns: tuple[tuple[re.Pattern[str], int], ...]) -> int | None:
-    """+1 / -1 of the last outcome line in ``text``, if any; a line that reports both ("3 failed,
-    12 passed") is a failure. A line that says it in words (``_SAID``) counts only if it claims
-    something done ("Changes to be committed:" does not)."""
+def _outcome(text: str, patterns: tuple[tuple[re.Pattern[str], int], ...]) -> tuple[int, int] | None:
+    """(where it starts, +1 / -1) of the last outcome line in ``text``, if any; a line that reports
+    both ("3 failed, 12 passed") is a failure."""
     lines: dict[int, int] = {}
     for rx, polarity in patterns:
         for m in rx.finditer(text):
             start = text.rfind("\n", 0, m.start()) + 1
-            said = polarity
-            if said == _SAID:
-                end = text.find("\n", m.end())
-                if _NOT_DONE.search(text[start : end if end >= 0 else len(text)]):
-                    continue
-                said = 1
-            lines[start] = min(lines.get(start, said), said)
+            lines[start] = min(lines.get(start, polarity), polarity)
     if not lines:
         return None
-    return lines[max(lines)]
+    last = max(lines)
+    return last, lines[last]
