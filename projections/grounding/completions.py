@@ -331,12 +331,21 @@ def _commands_run(text: str, plans: list[tuple[int, int]], calls: list[tuple[int
 
 
 def _first_call_naming(subjects: list[str], calls: list[tuple[int, str]]) -> int | None:
-    """The source index of the first tool call that names one of ``subjects`` (or its id written
-    in full: "gqc.6" is named by "spotter-gqc.6"), if any."""
+    """The source index of the first tool call that acts on one of ``subjects`` (names it, or its id
+    written in full: "gqc.6" is named by "spotter-gqc.6"; and no sibling of it), if any."""
     for i, t, _ in calls:
-        if any(_names(t, x, within_id=True) for x in subjects):
+        if any(_names(t, x, within_id=True) and not _siblings(t, x) for x in subjects):
             return i
     return None
+
+
+def _siblings(call: str, subject: str) -> bool:
+    """``call`` also names other things of the subject's family ("bd show spotter-gqc.5;
+    bd show spotter-gqc.6"): a survey of several, not work on one."""
+    family = re.split(r"[.\-_#](?=[^.\-_#]*$)", subject)[0]
+    if not family or family == subject:
+        return False
+    return any(family in m and not m.endswith(subject) for m in _subjects(call))
 
 
 def _about(subjects: list[str], name: str, activity: Activity, outcomes, evidence: list[str]) -> tuple[str, str] | None:
