@@ -212,7 +212,7 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
     shows (warning), or shows without an outcome (information)."""
     text = ev.text
     claimed = [(name, a) for name, a in ACTIVITIES.items() if a.claim.search(text)]
-    if not claimed and not _RAN.search(text):
+    if not claimed and not _RAN.search(text) and not _ADDED.search(text):
         return []
     plans = _plan_sections(text)
     conversation = [(i, ev.sources[i]) for i in ev.conversation]
@@ -224,6 +224,7 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
     lowered = {i: t.lower() for i, t in evidence}
     last_change = max((i for i, _, change in calls if change), default=None)
     out: list[GroundingFinding] = _commands_run(text, plans, calls, last_change)
+    out += _file_changes(ev, plans, calls)
     for name, activity in claimed:
         # a source line that itself says it was done ("deployed cart-api v2.1.0 to prod") is an outcome too
         outcomes = (*activity.outcomes, (activity.claim, _SAID))
@@ -328,6 +329,41 @@ def _commands_run(text: str, plans: list[tuple[int, int]], calls: list[tuple[int
                            f"the summary claims {said!r} but no tool call{where} runs {command!r}",
                            offset=offset, category="command"))
     return out
+
+
+# "added `ignore_warnings` to mix.exs": a literal written into a named file
+_ADDED = re.compile(r"\b(?:add(?:ed|ing)|insert(?:ed|ing)|put(?:ting)?)\s+`([^`\n]{2,120})`\s+(?:to|in|into)\s+`?((?:[\w.-]+/)*[\w-]+\.[A-Za-z]{1,5})\b", _I)
+
+
+def _file_changes(ev: Evidence, plans: list[tuple[int, int]], calls: list[tuple[int, str, bool]]) -> list[GroundingFinding]:
+    """A claim that a literal was written into a named file ("added `ignore_warnings` to mix.exs")
+    needs a file-changing tool call on that file whose written text holds the literal: a warning
+    when none does. Judged only where calls can be told apart (they carry ids)."""
+    changes = [ev.sources[i].text for i, _, change in calls if change]
+    if not changes:
+        return []
+    out: list[GroundingFinding] = []
+    for offset, said, clause in _claims(ev.text, _ADDED, plans):
+        m = _ADDED.search(said)
+        literal, name = m.group(1).strip(), m.group(2)
+        if any(_writes(call, name, literal) for call in changes):
+            continue
+        out.append(finding("completion", UNSUPPORTED_COMPLETION, "warning", said,
+                           f"the summary claims {said!r} but no tool call writes {literal!r} into {name}",
+                           offset=offset, category="file change"))
+    return out
+
+
+def _writes(call: str, name: str, literal: str) -> bool:
+    open_at = call.find("(")
+    try:
+        args = json.loads(call[open_at + 1 : -1])
+    except ValueError:
+        return name in call and literal in call
+    if not isinstance(args, dict):
+        return False
+    values = [v for v in args.values() if isinstance(v, str)]
+    return any(v.endswith(name) or "/" + name in v for v in values) and any(literal in v for v in values)
 
 
 def _first_call_naming(subjects: list[str], calls: list[tuple[int, str]]) -> int | None:
