@@ -7,9 +7,20 @@ activity, in order:
 - its outcomes contradict the claim ("3 failed", "! [rejected]", "pre-commit validation failed"):
   for a claim about how things are now ("tests pass") the last outcome is a failure, for a claim
   that something happened ("committed") every outcome is -- an error;
-- it appears nowhere in the conversation (no test was run, nothing was ever deployed): positive
+- it has no trace where the model did it (no test was run, nothing was ever deployed): positive
   evidence that the claim was invented -- a warning;
-- it appears, but no outcome was printed: it cannot be verified either way -- information.
+- a tool call performs it, but no outcome was printed: it cannot be verified either way -- information.
+
+Principle: a claim that an activity happened needs the activity's trace in what the model saw. For
+work agents do through tools, the trace is a tool call that performs it or output that reports it,
+never a mere mention in prose, plans or project context; a tool call's own text (its command, the
+file text it writes) is no outcome. A claim tied to a subject is grounded only by traces covering
+that subject: work on a named thing ("gqc.6 tests pass") by what follows the first tool call acting
+on it alone; "afterwards" / "after these edits" / "again" by what follows the last file change; a
+stated figure ("5 tests, 0 failures") by a run in that scope that printed it. "Ran `cmd`" needs a
+call running ``cmd``; "added `X` to FILE" a file-changing call on FILE writing ``X``; a hand check of
+a running system ("verified in the browser", "end to end", "smoke-tested") a request to it or a
+browser on it.
 
 Only claims count: a plan, a remaining task, a negation or a partial state ("will deploy", "not yet
 committed", "about half done", a line under "Pending tasks:") claims nothing done. Harness text that
@@ -38,7 +49,7 @@ _M = re.IGNORECASE | re.MULTILINE
 @dataclass(frozen=True)
 class Activity:
     claim: re.Pattern[str]  # how a summary says it is done
-    mention: re.Pattern[str]  # how the conversation shows it happening at all
+    mention: re.Pattern[str]  # how a tool call performs it (its command, not the file text it writes)
     outcomes: tuple[tuple[re.Pattern[str], int], ...]  # outcome lines: +1 done, -1 failed
     subject: bool = False  # its outcome lines name what they are about ("✓ Closed spotter-dov.1")
     # lower-case pieces one of which every outcome line (and claim) of it contains: a source with
@@ -202,7 +213,8 @@ _REQUEST = re.compile(
 
 
 @rule("completion", (UNSUPPORTED_COMPLETION,),
-      "Work the summary says is done is not contradicted by its last outcome, and appears in the conversation at all.")
+      "Work the summary says is done is not contradicted by its last outcome, and has a trace where the "
+      "model did it: a tool call that performs it or output that reports it, covering what the claim names.")
 def check_completions(ev: Evidence) -> list[GroundingFinding]:
     return completions(ev)
 
@@ -339,9 +351,9 @@ def _file_changes(ev: Evidence, plans: list[tuple[int, int]], calls: list[tuple[
     """A claim that a literal was written into a named file ("added `ignore_warnings` to mix.exs")
     needs a file-changing tool call on that file whose written text holds the literal: a warning
     when none does. Judged only where calls can be told apart (they carry ids)."""
+    if not ev.roles_known or not any(s.call for s in ev.sources):
+        return []  # an edit cannot be told from any other line
     changes = [ev.sources[i].text for i, _, change in calls if change]
-    if not changes:
-        return []
     out: list[GroundingFinding] = []
     for offset, said, clause in _claims(ev.text, _ADDED, plans):
         m = _ADDED.search(said)
