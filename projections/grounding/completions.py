@@ -7,9 +7,20 @@ activity, in order:
 - its outcomes contradict the claim ("3 failed", "! [rejected]", "pre-commit validation failed"):
   for a claim about how things are now ("tests pass") the last outcome is a failure, for a claim
   that something happened ("committed") every outcome is -- an error;
-- it appears nowhere in the conversation (no test was run, nothing was ever deployed): positive
+- it has no trace where the model did it (no test was run, nothing was ever deployed): positive
   evidence that the claim was invented -- a warning;
-- it appears, but no outcome was printed: it cannot be verified either way -- information.
+- a tool call performs it, but no outcome was printed: it cannot be verified either way -- information.
+
+Principle: a claim that an activity happened needs the activity's trace in what the model saw. For
+work agents do through tools, the trace is a tool call that performs it or output that reports it,
+never a mere mention in prose, plans or project context; a tool call's own text (its command, the
+file text it writes) is no outcome. A claim tied to a subject is grounded only by traces covering
+that subject: work on a named thing ("gqc.6 tests pass") by what follows the first tool call acting
+on it alone; "afterwards" / "after these edits" / "again" by what follows the last file change; a
+stated figure ("5 tests, 0 failures") by a run in that scope that printed it. "Ran `cmd`" needs a
+call running ``cmd``; "added `X` to FILE" a file-changing call on FILE writing ``X``; a hand check of
+a running system ("verified in the browser", "end to end", "smoke-tested") a request to it or a
+browser on it.
 
 Only claims count: a plan, a remaining task, a negation or a partial state ("will deploy", "not yet
 committed", "about half done", a line under "Pending tasks:") claims nothing done. Harness text that
@@ -18,12 +29,14 @@ instructs the model (the compaction prompt) is no evidence; asking for the work 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
 from projections.grounding.evidence import Evidence
 from projections.grounding.registry import GroundingFinding, finding, rule
-from projections.grounding.text import sentences
+from projections.grounding.specifics import tokens
+from projections.grounding.text import STOP_WORDS, sentences, stem
 
 __all__ = ["UNSUPPORTED_COMPLETION", "completions", "ACTIVITIES"]
 
@@ -36,9 +49,12 @@ _M = re.IGNORECASE | re.MULTILINE
 @dataclass(frozen=True)
 class Activity:
     claim: re.Pattern[str]  # how a summary says it is done
-    mention: re.Pattern[str]  # how the conversation shows it happening at all
+    mention: re.Pattern[str]  # how a tool call performs it (its command, not the file text it writes)
     outcomes: tuple[tuple[re.Pattern[str], int], ...]  # outcome lines: +1 done, -1 failed
     subject: bool = False  # its outcome lines name what they are about ("✓ Closed spotter-dov.1")
+    # lower-case pieces one of which every outcome line (and claim) of it contains: a source with
+    # none of them is not read (speed only; it must never change a verdict)
+    hints: tuple[str, ...] = ()
 
 
 def _outcome_lines(word: str) -> tuple[tuple[re.Pattern[str], int], ...]:
@@ -51,12 +67,16 @@ def _outcome_lines(word: str) -> tuple[tuple[re.Pattern[str], int], ...]:
 
 ACTIVITIES: dict[str, Activity] = {
     "tests": Activity(
-        re.compile(r"\b(?:all\s+)?(?:the\s+)?(?:unit\s+|integration\s+)?tests?(?:\s+suite)?\s+(?:now\s+|all\s+)?(?:pass(?:es|ed|ing)?|(?:are|is)\s+(?:green|passing))\b|\btest\s+suite\s+is\s+green\b|\bCI\s+is\s+green\b", _I),
+        re.compile(r"\b(?:all\s+)?(?:the\s+)?(?:unit\s+|integration\s+)?tests?(?:\s+suite)?\s+(?:now\s+|all\s+)?(?:pass(?:es|ed|ing)?|(?:are|is)\s+(?:green|passing))\b|"
+                   r"\btests?\b[^.;:\n]{0,50}?\b(?:are|were|is|was|have\s+been|has\s+been)\s+(?:\w+\s+){0,3}?(?:and\s+)?(?:pass(?:es|ed|ing)?)\b|"
+                   r"\b(?:ran|re-?ran)\s+(?:the\s+)?(?:full\s+|whole\s+|entire\s+)?(?:test\s+)?suite\b|"
+                   r"\btest\s+suite\s+is\s+green\b|\bCI\s+is\s+green\b", _I),
         re.compile(r"\btests?\b|\bpytest\b|\bjest\b|\bvitest\b|\brspec\b|\bunittest\b|\bspec\b", _I),
         (
             (re.compile(r"\b[1-9]\d*\s+(?:failed|failures?|errors?)\b|\bFAILED\b|\btests?\s+failed\b|^FAIL\b", _M), -1),
             (re.compile(r"\b\d+\s+passed\b|\b\d+\s+tests?,\s+0\s+failures?\b|^OK\b|\ball\s+tests?\s+pass(?:ed)?\b|\btests?\s+passed\b|\bTests:\s+\d+\s+passed\b", _M), 1),
         ),
+        hints=("pass", "fail", "ok", "error", "green"),
     ),
     "commit": Activity(
         re.compile(r"\bcommitted\b|\bcommit(?:s)?\s+(?:succeeded|went\s+through)\b", _I),
@@ -66,6 +86,7 @@ ACTIVITIES: dict[str, Activity] = {
                         r"\bhook\b.*\b(?:failed|blocked|rejected)\b|^error:\s.*\b(?:commit|merge)\b", _M), -1),
             (re.compile(r"^\[[\w./-]+(?:\s+\(root-commit\))?\s+[0-9a-f]{7,}\]", _M), 1),
         ),
+        hints=("commit", "[", "hook", "error"),
     ),
     "push": Activity(
         re.compile(r"\bpushed\b", _I),
@@ -74,34 +95,40 @@ ACTIVITIES: dict[str, Activity] = {
             (re.compile(r"!\s*\[rejected\]|\bfailed\s+to\s+push\b|^fatal:|^error:\s.*\b(?:push|refs)\b", _M), -1),
             (re.compile(r"^\s*(?:[0-9a-f]{7,}\.\.[0-9a-f]{7,}|\*\s+\[new\s+branch\])\s+\S+\s+->\s+\S+", _M), 1),
         ),
+        hints=("push", "->", "rejected", "fatal", "error"),
     ),
     "migration": Activity(
         re.compile(r"\bmigrations?\b[^.;\n]{0,60}?\b(?:completed?|finished|succeeded|done|applied|ran\s+successfully)\b|\b(?:successfully\s+)?migrated\b", _I),
-        re.compile(r"\bmigrat", _I),
+        re.compile(r"migrat", _I),  # "ecto.migrate", "showmigrations"
         _outcome_lines(r"migrat"),
+        hints=("migrat",),
     ),
     "deploy": Activity(
         re.compile(r"\b(?:deployed|rolled\s+out|shipped)\b|\b(?:deploy(?:ment)?|rollout)\b[^.;\n]{0,60}?\b(?:completed?|finished|succeeded|done|successful)\b|\b(?:is|are|went)\s+live\b", _I),
         re.compile(r"\bdeploy|\brollout\b|\broll(?:ed|ing)?\s+out\b|\bkubectl\s+(?:apply|rollout)|\bhelm\s+(?:install|upgrade)|\bship(?:ped|ping)?\b", _I),
         _outcome_lines(r"(?:deploy|roll(?:ed)?\s*out|ship)"),
+        hints=("deploy", "roll", "ship", "live"),
     ),
     "release": Activity(
         re.compile(r"\b(?:released|published)\b|\brelease\b[^.;\n]{0,40}?\b(?:was\s+|has\s+been\s+)?(?:cut|tagged|published)\b", _I),
         re.compile(r"\brelease|\bpublish|\bgit\s+tag\b|\btagged\b", _I),
         _outcome_lines(r"(?:releas|publish|tag)"),
+        hints=("releas", "publish", "tag"),
     ),
     "announcement": Activity(
         re.compile(r"\b(?:announced|notified|emailed)\b|\b(?:announcement|e-?mail|notification|newsletter)s?\b[^.;\n]{0,40}?\b(?:has\s+been\s+|have\s+been\s+|was\s+|were\s+)?sent\b|\bsent\s+(?:out\s+)?(?:the\s+|an?\s+)?(?:release\s+)?(?:announcement|e-?mail|notification)s?\b", _I),
         re.compile(r"\bannounc|\bnotif(?:y|ied|ies|ication)|\be-?mail(?:ed|s)?\b|\bslack\b|\bnewsletter\b", _I),
         (),
+        hints=("announc", "notif", "mail", "sent"),
     ),
     "merge": Activity(
         re.compile(r"\bmerged\b", _I),
-        re.compile(r"\bmerg", _I),
+        re.compile(r"\bmerg(?:e|ed|es|ing)\b", _I),  # "git merge", not "merge_processor_config"
         (
             (re.compile(r"\bCONFLICT\b|\bAutomatic\s+merge\s+failed\b|\bmerge\s+failed\b|\bnot\s+mergeable\b", _M), -1),
-            (re.compile(r"\bMerge\s+made\s+by\b|^Fast-forward\b|\b(?:was\s+|been\s+)?merged\b", _M), 1),
+            (re.compile(r"\bMerge\s+made\s+by\b|^Fast-forward\b|\bMerged\s+(?:pull\s+request|PR|branch)\b|\bSuccessfully\s+merged\b", _M), 1),
         ),
+        hints=("merg", "conflict", "fast-forward"),
     ),
     "pull request": Activity(
         re.compile(r"\bopened\s+(?:a|the|an)\s+(?:draft\s+)?(?:pull\s+request|PR|merge\s+request|MR)\b|\b(?:pull\s+request|PR)\s+(?:#\d+\s+)?(?:was\s+|is\s+|has\s+been\s+)?(?:opened|created|filed|up)\b", _I),
@@ -110,6 +137,7 @@ ACTIVITIES: dict[str, Activity] = {
             (re.compile(r"\bpull\s+request\b.*\b(?:failed|error|rejected)\b", _M), -1),
             (re.compile(r"/pull/\d+|\bpull\s+request\b.*\b(?:created|opened)\b", _M), 1),
         ),
+        hints=("pull", "pr", "merg"),
     ),
     "close": Activity(
         re.compile(r"\b(?:is|was|were|are|been|got)\s+(?:now\s+|also\s+|already\s+)?(?:finished\s+and\s+)?closed\b|\bclosed\s+(?:it|the\s+(?:task|bead|issue|ticket|epic)|task|bead|issue|ticket|epic)\b", _I),
@@ -119,16 +147,36 @@ ACTIVITIES: dict[str, Activity] = {
             (re.compile(r"\bClosed\s+\S+|\bclosed\s+(?:issue|ticket|#\d+)", _M), 1),
         ),
         subject=True,
+        hints=("clos",),
+    ),
+    # checking a running system by hand ("verified in the browser", "smoke-tested on the live
+    # session", "verified end to end"): done through a request to it or a browser on it, not by
+    # editing, compiling or unit tests
+    "verification": Activity(
+        re.compile(r"\b(?:verified|confirmed|checked|tested|exercised)\b[^.;:\n]{0,40}?(?:\bin\s+(?:the|a)\s+browser\b|\bend[\s-]to[\s-]end\b|\bon\s+the\s+live\b|\bmanually\b|\bby\s+hand\b)|"
+                   r"\bsmoke[\s-]?tested\b|\bverified\s+end[\s-]to[\s-]end\b", _I),
+        re.compile(r"\b(?:curl|wget|https?|httpie|xh)\b[^\n]{0,200}?(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1\])|\bbrowser|playwright|puppeteer|selenium|screenshot|chrome|firefox", _I),
+        (),
+        hints=("verif", "confirm", "check", "test", "exercis", "smoke"),
     ),
     "build": Activity(
-        re.compile(r"\bbuild\b[^.;\n]{0,40}?\b(?:completed?|finished|succeeded|passe[sd]|is\s+green|successful)\b|\bcompiles?\s+(?:cleanly|successfully)\b|\bcompiled\s+(?:cleanly|successfully)\b", _I),
+        re.compile(r"\bbuild\b[^.;\n]{0,40}?\b(?:completed?|finished|succeeded|passe[sd]|is\s+green|successful|clean)\b|\bcompiles?\s+(?:cleanly|successfully)\b|\bcompiled\s+(?:cleanly|successfully)\b", _I),
         re.compile(r"\bbuild|\bcompil", _I),
         (
             (re.compile(r"\bbuild\s+(?:failed|error)|\bcompilation\s+(?:error|failed)|^error(?:\[E\d+\])?:\s|\*\*\s*\(CompileError\)", _M), -1),
             (re.compile(r"\bbuild\s+(?:succeeded|successful|passed|finished|complete)|^\s*Finished\b|\bCompil(?:ed|ing)\s+\d+\s+files?\b|\bCompiled\b", _M), 1),
         ),
+        hints=("build", "compil", "finished", "error"),
     ),
 }
+
+# the words that name an activity or its outcome: not what a claim is about
+_ACTIVITY_WORDS = re.compile(r"\b(?:merged?|pushed|committed|deployed|released|published|closed|opened|tests?|pass(?:es|ed|ing)?|"
+                             r"completed?|finished|done|successful(?:ly)?|succeeded|applied|live|clean|green|sent|was|were|has|have|been|"
+                             r"already|also|now|nevertheless|then|afterwards|all|into|to)\b", _I)
+
+# the polarity of a source line that says the work was done in the summary's own words
+_SAID = 2
 
 # a claim about how things are now ("tests pass", "the build is green", "is live"), judged by the last
 # outcome; any other claim is of an event ("committed", "deployed"), which one success shows happened
@@ -165,7 +213,8 @@ _REQUEST = re.compile(
 
 
 @rule("completion", (UNSUPPORTED_COMPLETION,),
-      "Work the summary says is done is not contradicted by its last outcome, and appears in the conversation at all.")
+      "Work the summary says is done is not contradicted by its last outcome, and has a trace where the "
+      "model did it: a tool call that performs it or output that reports it, covering what the claim names.")
 def check_completions(ev: Evidence) -> list[GroundingFinding]:
     return completions(ev)
 
@@ -175,54 +224,184 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
     shows (warning), or shows without an outcome (information)."""
     text = ev.text
     claimed = [(name, a) for name, a in ACTIVITIES.items() if a.claim.search(text)]
-    if not claimed:
+    if not claimed and not _RAN.search(text) and not _ADDED.search(text):
         return []
     plans = _plan_sections(text)
-    conversation = [ev.sources[i] for i in ev.conversation]
-    # asking for the work is not doing it: a user's request is no outcome
-    evidence = [s.text for s in conversation if not (s.role == "user" and _REQUEST.search(s.text))]
-    out: list[GroundingFinding] = []
+    conversation = [(i, ev.sources[i]) for i in ev.conversation]
+    # asking for the work is not doing it: a user's request is no outcome; nor is a tool call's own
+    # text (the command, the file text it writes): its output says how it went
+    evidence = [(i, s.text) for i, s in conversation
+                if not (s.role == "user" and _REQUEST.search(s.text)) and not (s.role == "assistant" and s.call)]
+    calls = _calls(ev)
+    lowered = {i: t.lower() for i, t in evidence}
+    last_change = max((i for i, _, change in calls if change), default=None)
+    out: list[GroundingFinding] = _commands_run(text, plans, calls, last_change)
+    out += _file_changes(ev, plans, calls)
     for name, activity in claimed:
         # a source line that itself says it was done ("deployed cart-api v2.1.0 to prod") is an outcome too
-        outcomes = (*activity.outcomes, (activity.claim, 1))
-        verdicts: list[int] | None = None  # of the activity as a whole, computed once
-        mentioned: bool | None = None
+        outcomes = (*activity.outcomes, (activity.claim, _SAID))
+        judged: list | None = None  # what each source shows of it (``_judge``), once
         for offset, said, clause in _claims(text, activity.claim, plans):
-            subjects = _subjects(clause) if activity.subject else []
-            if subjects:
-                verdict = _about(subjects, name, activity, outcomes, evidence)
+            subjects = _subjects(clause)
+            if activity.subject and subjects:
+                verdict = _about(subjects, name, activity, outcomes, [t for _, t in evidence])
                 if verdict is not None:
                     severity, why = verdict
                     out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
                                        f"the summary claims {said!r} but {why}", offset=offset, category=name))
                 continue
-            if _tied_outcome(clause, evidence, outcomes):
+            if judged is None:
+                judged = _judge([(i, t) for i, t in evidence if any(h in lowered[i] for h in activity.hints)]
+                                if activity.hints else evidence, outcomes)
+            # work on a named thing ("gqc.6 tests pass") is shown only by what came after the
+            # conversation first acted on it (its first tool call naming it)
+            since = _first_call_naming(subjects, calls) if subjects else None
+            where = f" after the first tool call on {subjects[0]}" if since is not None else ""
+            # "afterwards", "after these edits", "again": about the code as last changed
+            if _AFTER_CHANGES.search(clause) and last_change is not None:
+                since, where = last_change + 1, " after the last file change"
+            words = _words(_ACTIVITY_WORDS.sub(" ", clause))
+            scope = [(v, figs) for i, verdict, at, figs, said in judged if since is None or i >= since
+                     for v in [_verdict(verdict, at, said, words)] if v is not None]
+            figures = set(_FIGURE.findall(clause))
+            if figures and any(figures & figs for _, figs in scope):
                 continue  # "31 tests pass": about the run that printed 31, which passed
-            if verdicts is None:
-                verdicts = [o for s in evidence for o in [_outcome(s, outcomes)] if o is not None]
+            verdicts = [v for v, _ in scope]
             state = bool(_STATE.search(said))
             if verdicts and (verdicts[-1] > 0 or (not state and max(verdicts) > 0)):
                 continue  # a state holds if its last outcome did; an event happened if any outcome shows it
             if verdicts:
                 which = "last outcome" if state else "every outcome"
-                severity, why = "error", f"the conversation's {which} of the {name} is a failure"
+                severity, why = "error", f"the conversation's {which} of the {name}{where} is a failure"
+            elif any(activity.mention.search(t) for i, t, _ in calls if since is None or i >= since):
+                severity, why = "info", f"the conversation runs the {name}{where} but shows no outcome of it (cannot be verified)"
             else:
-                if mentioned is None:
-                    mentioned = any(activity.mention.search(s.text) for s in conversation)
-                if mentioned:
-                    severity, why = "info", f"the conversation mentions the {name} but shows no outcome of it (cannot be verified)"
-                else:
-                    severity, why = "warning", f"the conversation shows no {name} at all"
+                severity, why = "warning", f"no tool call{where} performs the {name} and no output reports it"
             out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
                                f"the summary claims {said!r} but {why}", offset=offset, category=name))
     return out
+
+
+# the parts of a tool call's arguments that are text it writes into a file, not what it does
+_WRITTEN = ("content", "old_string", "new_string", "old_str", "new_str", "file_text", "patch", "diff", "text")
+
+
+def _calls(ev: Evidence) -> list[tuple[int, str, bool]]:
+    """(source index, what it does) of every tool call: an assistant line with a call id; when no
+    source has one, any assistant or tool line (a call cannot be told from its result); when no
+    roles are known, every source. Prose, user messages and project context perform nothing.
+    The flag: the call writes text into a file (an edit), known only where calls have ids."""
+    sources = ev.sources
+    if not ev.roles_known:
+        return [(i, sources[i].text, False) for i in ev.conversation]
+    with_ids = any(s.call for s in sources)
+    out = []
+    for i in ev.conversation:
+        s = sources[i]
+        if with_ids and s.role == "assistant" and s.call:
+            action = _action(s.text)
+            out.append((i, action, len(action) < len(s.text) and action != s.text))
+        elif not with_ids and s.role in ("assistant", "tool"):
+            out.append((i, s.text, False))
+    return out
+
+
+def _action(call: str) -> str:
+    """A tool call ``Name({...json...})`` without the file text it writes (an edit that adds a
+    ``curl`` line to a script runs no curl); any other call as it is."""
+    open_at = call.find("(")
+    if open_at <= 0 or not call.endswith(")") or call[open_at + 1 : open_at + 2] != "{":
+        return call
+    try:
+        args = json.loads(call[open_at + 1 : -1])
+    except ValueError:
+        return call
+    if not isinstance(args, dict):
+        return call
+    kept = {k: v for k, v in args.items() if k not in _WRITTEN}
+    return call[:open_at] + "(" + json.dumps(kept, ensure_ascii=False) + ")"
+
+
+_AFTER_CHANGES = re.compile(r"\bafterwards?\b|\bafter\s+(?:these|those|all\s+(?:the\s+|these\s+)?|the\s+above|my|our)\s*(?:\w+\s+)?(?:edits?|changes?|fix(?:es)?|updates?)\b|\bagain\b", _I)
+# "Ran `mix compile`", "re-ran `pytest -x`": the command quoted is the trace to look for
+_RAN = re.compile(r"\b(?:ran|re-?ran|executed|running)\s+`([^`\n]{3,80})`", _I)
+
+
+def _commands_run(text: str, plans: list[tuple[int, int]], calls: list[tuple[int, str, bool]], last_change: int | None) -> list[GroundingFinding]:
+    """A claim that a quoted command ran ("Ran `mix compile`") needs a tool call that runs it (after
+    the last file change, when the claim says "afterwards"): a warning when none does."""
+    out: list[GroundingFinding] = []
+    for offset, said, clause in _claims(text, _RAN, plans):
+        command = _RAN.search(said).group(1).strip()
+        since = last_change + 1 if _AFTER_CHANGES.search(clause) and last_change is not None else None
+        if any(command in t for i, t, _ in calls if since is None or i >= since):
+            continue
+        where = " after the last file change" if since is not None else ""
+        out.append(finding("completion", UNSUPPORTED_COMPLETION, "warning", said,
+                           f"the summary claims {said!r} but no tool call{where} runs {command!r}",
+                           offset=offset, category="command"))
+    return out
+
+
+# "added `ignore_warnings` to mix.exs": a literal written into a named file
+_ADDED = re.compile(r"\b(?:add(?:ed|ing)|insert(?:ed|ing)|put(?:ting)?)\s+`([^`\n]{2,120})`\s+(?:to|in|into)\s+`?((?:[\w.-]+/)*[\w-]+\.[A-Za-z]{1,5})\b", _I)
+
+
+def _file_changes(ev: Evidence, plans: list[tuple[int, int]], calls: list[tuple[int, str, bool]]) -> list[GroundingFinding]:
+    """A claim that a literal was written into a named file ("added `ignore_warnings` to mix.exs")
+    needs a file-changing tool call on that file whose written text holds the literal: a warning
+    when none does. Judged only where calls can be told apart (they carry ids)."""
+    if not ev.roles_known or not any(s.call for s in ev.sources):
+        return []  # an edit cannot be told from any other line
+    changes = [ev.sources[i].text for i, _, change in calls if change]
+    out: list[GroundingFinding] = []
+    for offset, said, clause in _claims(ev.text, _ADDED, plans):
+        m = _ADDED.search(said)
+        literal, name = m.group(1).strip(), m.group(2)
+        if any(_writes(call, name, literal) for call in changes):
+            continue
+        out.append(finding("completion", UNSUPPORTED_COMPLETION, "warning", said,
+                           f"the summary claims {said!r} but no tool call writes {literal!r} into {name}",
+                           offset=offset, category="file change"))
+    return out
+
+
+def _writes(call: str, name: str, literal: str) -> bool:
+    open_at = call.find("(")
+    try:
+        args = json.loads(call[open_at + 1 : -1])
+    except ValueError:
+        return name in call and literal in call
+    if not isinstance(args, dict):
+        return False
+    values = [v for v in args.values() if isinstance(v, str)]
+    return any(v.endswith(name) or "/" + name in v for v in values) and any(literal in v for v in values)
+
+
+def _first_call_naming(subjects: list[str], calls: list[tuple[int, str]]) -> int | None:
+    """The source index of the first tool call that acts on one of ``subjects`` (names it, or its id
+    written in full: "gqc.6" is named by "spotter-gqc.6"; and no sibling of it), if any."""
+    for i, t, _ in calls:
+        if any(_names(t, x, within_id=True) and not _siblings(t, x) for x in subjects):
+            return i
+    return None
+
+
+def _siblings(call: str, subject: str) -> bool:
+    """``call`` also names other things of the subject's family ("bd show spotter-gqc.5;
+    bd show spotter-gqc.6"): a survey of several, not work on one."""
+    family = re.split(r"[.\-_#](?=[^.\-_#]*$)", subject)[0]
+    if not family or family == subject:
+        return False
+    return any(family in m and not m.endswith(subject) for m in _subjects(call))
 
 
 def _about(subjects: list[str], name: str, activity: Activity, outcomes, evidence: list[str]) -> tuple[str, str] | None:
     """A claim that names what it is about (what it closed) is judged by the outcomes that name it:
     (severity, why), or None when one of them shows it done."""
     named = [line for s in evidence for line in s.split("\n") if any(_names(line, x) for x in subjects)]
-    verdicts = [o for line in named for o in [_outcome(line, outcomes)] if o is not None]
+    as_lines = tuple((rx, 1 if p == _SAID else p) for rx, p in outcomes)
+    verdicts = [o[1] for line in named for o in [_outcome(line, as_lines)] if o is not None]
     if verdicts and (verdicts[-1] > 0 or max(verdicts) > 0):
         return None
     what = f"the {name} of {subjects[0]}"
@@ -256,26 +435,39 @@ def _subjects(clause: str) -> list[str]:
     return [m.group(0).rstrip(".") for m in _SUBJECT.finditer(clause) if any(c.isdigit() or c in "-_#" for c in m.group(0))]
 
 
-def _names(line: str, subject: str) -> bool:
-    """``line`` names ``subject`` itself, not a longer id it begins ("spotter-dov" is not "spotter-dov.1")."""
+def _names(line: str, subject: str, within_id: bool = False) -> bool:
+    """``line`` names ``subject`` itself, not a longer id it begins ("spotter-dov" is not "spotter-dov.1");
+    ``within_id``: also as the tail of a longer id ("gqc.6" in "spotter-gqc.6")."""
     i = line.find(subject)
     while i >= 0:
         before, after = line[i - 1 : i], line[i + len(subject) : i + len(subject) + 2]
-        if not (before.isalnum() or before in "-_.") and not (after[:1].isalnum() or after[:1] in "-_" or (after[:1] == "." and after[1:2].isalnum())):
+        if not (before.isalnum() or before in ("_." if within_id else "-_.")) and not (after[:1].isalnum() or after[:1] in "-_" or (after[:1] == "." and after[1:2].isalnum())):
             return True
         i = line.find(subject, i + 1)
     return False
 
 
-def _tied_outcome(clause: str, evidence: list[str], outcomes: tuple[tuple[re.Pattern[str], int], ...]) -> bool:
-    """A claim that states a figure ("31 tests pass") is about the outcome that printed it: some
-    successful outcome line states the same figure."""
-    figures = set(_FIGURE.findall(clause))
-    if not figures:
-        return False
-    for text in evidence:
-        if not any(f in text for f in figures):
+def _judge(evidence: list[tuple[int, str]], outcomes: tuple[tuple[re.Pattern[str], int], ...]) -> list[tuple[int, int, int, set[str], list[tuple[int, str]]]]:
+    """For each source with an outcome line: (its index, +1 / -1 of its last outcome line or 0,
+    where that line starts, the figures of its successful outcome lines, its lines that say the
+    work done in words: (start, line)). A claim that states a figure ("31 tests pass") is about
+    the run that printed it."""
+    out = []
+    patterns = tuple((rx, p) for rx, p in outcomes if p != _SAID)
+    said_rx = [rx for rx, p in outcomes if p == _SAID]
+    for i, text in evidence:
+        last = _outcome(text, patterns)
+        said = []
+        for rx in said_rx:
+            for m in rx.finditer(text):
+                start = text.rfind("\n", 0, m.start()) + 1
+                end = text.find("\n", m.end())
+                line = text[start : end if end >= 0 else len(text)]
+                if not _NOT_DONE.search(line):
+                    said.append((start, line))
+        if last is None and not said:
             continue
+        figures: set[str] = set()
         for rx, polarity in outcomes:
             if polarity < 0:
                 continue
@@ -283,10 +475,25 @@ def _tied_outcome(clause: str, evidence: list[str], outcomes: tuple[tuple[re.Pat
                 a = text.rfind("\n", 0, m.start()) + 1
                 b = text.find("\n", m.end())
                 line = text[a : b if b >= 0 else len(text)]
-                failed = any(r.search(line) for r, p in outcomes if p < 0)
-                if not failed and figures & set(_FIGURE.findall(line)):
-                    return True
-    return False
+                if not any(r.search(line) for r, p in outcomes if p < 0):
+                    figures.update(_FIGURE.findall(line))
+        at, verdict = last if last is not None else (-1, 0)
+        out.append((i, verdict, at, figures, said))
+    return out
+
+
+def _words(text: str) -> set[str]:
+    return {stem(t) for t in tokens(text) if len(t) >= 3 and t not in STOP_WORDS and not t.isdigit()}
+
+
+def _verdict(verdict: int, at: int, said: list[tuple[int, str]], words: set[str]) -> int | None:
+    """A source's verdict for one claim: its last outcome line, or a later line that says the work
+    done in words and is about what the claim is about (shares a word of it, when it has any:
+    "Attributes are merged" says nothing about "the branch was merged into main")."""
+    relevant = [start for start, line in said if not words or words & _words(line)]
+    if relevant and max(relevant) > at:
+        return 1
+    return verdict or None
 
 
 def _clause_around(sentence: str, start: int, end: int) -> str:
@@ -306,9 +513,9 @@ def _plan_sections(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def _outcome(text: str, patterns: tuple[tuple[re.Pattern[str], int], ...]) -> int | None:
-    """+1 / -1 of the last outcome line in ``text``, if any; a line that reports both ("3 failed,
-    12 passed") is a failure."""
+def _outcome(text: str, patterns: tuple[tuple[re.Pattern[str], int], ...]) -> tuple[int, int] | None:
+    """(where it starts, +1 / -1) of the last outcome line in ``text``, if any; a line that reports
+    both ("3 failed, 12 passed") is a failure."""
     lines: dict[int, int] = {}
     for rx, polarity in patterns:
         for m in rx.finditer(text):
@@ -316,4 +523,5 @@ def _outcome(text: str, patterns: tuple[tuple[re.Pattern[str], int], ...]) -> in
             lines[start] = min(lines.get(start, polarity), polarity)
     if not lines:
         return None
-    return lines[max(lines)]
+    last = max(lines)
+    return last, lines[last]
