@@ -123,10 +123,21 @@ def _joined_units(ev: Evidence) -> list[int]:
 
 
 class _Sighting:
-    __slots__ = ("unit", "text", "line", "sp")
+    __slots__ = ("unit", "text", "line", "sp", "kind")
 
-    def __init__(self, unit: int, text: int, line: int, sp: Specific):
-        self.unit, self.text, self.line, self.sp = unit, text, line, sp
+    def __init__(self, unit: int, text: int, line: int, sp: Specific, kind: tuple):
+        self.unit, self.text, self.line, self.sp, self.kind = unit, text, line, sp, kind
+
+
+def _source_kind(sp: Specific, text: str) -> tuple:
+    """``_kind`` of a source specific; a number's "noun" that is the first directory of a path
+    ("create mode 100644 test/x_test.exs") counts nothing."""
+    kind = _kind(sp)
+    if sp.category == "number" and sp.noun:
+        k = text.find(sp.noun, sp.end)
+        if k >= 0 and text[k + len(sp.noun) : k + len(sp.noun) + 1] in ("/", "."):
+            return ("number", "")
+    return kind
 
 
 class _Pairs:
@@ -151,7 +162,7 @@ class _Pairs:
             for sp in found:
                 if not _pairable(sp):
                     continue
-                s = _Sighting(u, i, bisect_left(newlines, sp.start), sp)
+                s = _Sighting(u, i, bisect_left(newlines, sp.start), sp, _source_kind(sp, text))
                 self.by_key.setdefault(_look_up(sp), []).append(s)
                 self.in_unit.setdefault(u, []).append(s)
         for sightings in self.in_unit.values():
@@ -171,7 +182,7 @@ class _Pairs:
         text, or anywhere in another text of the unit (a call and its result)."""
         out = []
         for s in self.in_unit.get(at.unit, ()):
-            if _kind(s.sp) != kind:
+            if s.kind != kind:
                 continue
             if s.text != at.text and len(members) > 1:
                 out.append(s)
@@ -197,10 +208,26 @@ def _pairs_of(ev: Evidence) -> _Pairs:
     return got
 
 
-def _lines(text: str) -> list[tuple[int, int]]:
-    out, pos = [], 0
-    for line in text.split("\n"):
-        out.append((pos, pos + len(line)))
+_ITEM = re.compile(r"([ \t]*)((?:[-*•]|\d{1,3}[.)])[ \t]+)?")
+
+
+def _lines(text: str) -> list[tuple[int, int, int]]:
+    """``(start, end, parent)`` of each line; ``parent`` is the line a list item hangs from (the
+    nearest line above it indented less, or at the same indent but no list item: the heading of
+    its list), -1 for none. A list item under "Task spotter-a0y.1" states its facts about it."""
+    out: list[tuple[int, int, int]] = []
+    levels: list[tuple[int, int]] = []  # (level, line) of the open ancestors, innermost last
+    pos = 0
+    for k, line in enumerate(text.split("\n")):
+        parent = -1
+        if line.strip():
+            m = _ITEM.match(line)
+            level = 2 * len(m.group(1).expandtabs(4)) + (1 if m.group(2) else 0)
+            while levels and levels[-1][0] >= level:
+                levels.pop()
+            parent = levels[-1][1] if levels else -1
+            levels.append((level, k))
+        out.append((pos, pos + len(line), parent))
         pos += len(line) + 1
     return out
 
@@ -216,13 +243,17 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
     starts = [sp.start for sp in found]
     seen: dict[int, list[_Sighting]] = {}
     out: list[GroundingFinding] = []
-    for a, b in _lines(ev.text):
-        bound = found[bisect_left(starts, a):bisect_right(starts, b)]
-        bound = [sp for sp in bound if sp.end <= b]
-        for sp in bound:
+    lines = _lines(ev.text)
+    on_line: list[list[Specific]] = []
+    for k, (a, b, _parent) in enumerate(lines):
+        here = [sp for sp in found[bisect_left(starts, a):bisect_right(starts, b)] if sp.end <= b]
+        for sp in here:
             if sp.start not in seen:
                 seen[sp.start] = pairs.sightings(sp)
-        swap = _swapped([sp for sp in bound if seen[sp.start]], seen, pairs, ev)
+        on_line.append([sp for sp in here if seen[sp.start]])
+    for k, (a, b, parent) in enumerate(lines):
+        above = on_line[parent] if parent >= 0 else []
+        swap = _swapped(above + on_line[k], len(above), seen, pairs, ev)
         if swap is None:
             continue
         x, v, w, y = swap
@@ -247,12 +278,13 @@ def _together(x: Specific, units_v: set[int], pairs: _Pairs, ev: Evidence) -> bo
     return any(need in pairs.squashed(u, pairs.members[u]) for u in units_v)
 
 
-def _swapped(bound: list[Specific], seen: dict[int, list[_Sighting]], pairs: _Pairs,
+def _swapped(bound: list[Specific], first: int, seen: dict[int, list[_Sighting]], pairs: _Pairs,
              ev: Evidence) -> tuple[Specific, Specific, Specific, Specific] | None:
     """(thing X, value v, X's value w in the sources, v's thing Y in the sources) for the first pair
-    of specifics on one summary line that the sources pair otherwise."""
+    of specifics on one summary line (v on it at ``first`` or later, X on it or on its parent line)
+    that the sources pair otherwise."""
     for i in range(len(bound)):
-        for j in range(i + 1, len(bound)):
+        for j in range(max(i + 1, first), len(bound)):
             x, v = bound[i], bound[j]
             kx, kv = _kind(x), _kind(v)
             if not _thing_and_value(x, v):
