@@ -23,6 +23,7 @@ from bisect import bisect_left, bisect_right
 from projections.grounding.evidence import Evidence
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import SourceIndex, Specific, tokens
+from projections.grounding.steps import Steps
 
 __all__ = ["SWAPPED_PAIRING", "swapped_pairings"]
 
@@ -165,6 +166,8 @@ class _Pairs:
                 s = _Sighting(u, i, bisect_left(newlines, sp.start), sp, _source_kind(sp, text))
                 self.by_key.setdefault(_look_up(sp), []).append(s)
                 self.in_unit.setdefault(u, []).append(s)
+        self.steps = Steps(index.texts, [s.role for s in ev.sources], list(self.calls),
+                           [bool(s.harness) for s in ev.sources], self.unit_of)
         for sightings in self.in_unit.values():
             sightings.sort(key=lambda s: (s.text, s.line))
 
@@ -251,7 +254,20 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
             if sp.start not in seen:
                 seen[sp.start] = pairs.sightings(sp)
         on_line.append([sp for sp in here if seen[sp.start]])
+    quotes = [sp for sp in ev.found if sp.category in ("quote", "name") and not sp.weak]
+    quote_starts = [sp.start for sp in quotes]
     for k, (a, b, parent) in enumerate(lines):
+        here = [sp for sp in quotes[bisect_left(quote_starts, a):bisect_right(quote_starts, b)] if sp.end <= b]
+        step = _misplaced_output(here, on_line[k], pairs) if len(here) >= 2 else None
+        if step is not None:
+            c, e, w = step
+            out.append(finding(
+                "pairing", SWAPPED_PAIRING, "error", f"{c.text} … {e.text}",
+                f"the summary ties {e.text!r} to {c.text!r}, but no run of {c.text!r} printed it; "
+                f"{_clip(w)} did: facts may have been swapped",
+                offset=max(c.start, e.start), category="step+output",
+            ))
+            continue
         above = on_line[parent] if parent >= 0 else []
         swap = _swapped(above + on_line[k], len(above), seen, pairs, ev)
         if swap is None:
@@ -265,6 +281,42 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
             offset=later.start, category=f"{x.category}+{v.category}",
         ))
     return out
+
+
+def _clip(text: str, n: int = 70) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= n else text[: n - 1] + "…")
+
+
+def _misplaced_output(here: list[Specific], things: list[Specific], pairs: _Pairs) -> tuple[Specific, Specific, str] | None:
+    """(command C, output E, the call that printed E) when a summary line ties E to C, C ran, its
+    runs never printed E and a run of another command of the same tool (or the harness) did."""
+    steps = pairs.steps
+    commands = [sp for sp in here if sp.category == "quote" and steps.runs_of(sp.text.strip("`\"'"))]
+    if not commands:
+        return None
+    for c in commands:
+        runs = steps.runs_of(c.text.strip("`\"'"))
+        if not runs & steps.answered:
+            continue  # never got a result: nothing to compare with
+        tools = {steps.tool.get(u, "") for u in runs}
+        for e in here:
+            if e is c or e.category != "quote" or " " not in e.text.strip():
+                continue  # a printed message, not a word or a file name
+            if any(e.start >= o.start and e.end <= o.end for o in commands):
+                continue
+            lo, hi = (c.end, e.start) if c.start < e.start else (e.end, c.start)
+            if any(lo <= o.start and o.end <= hi for o in things if o.category != "quote" or o in commands):
+                continue  # another step or thing stands between: E is about that one
+            printed = steps.printed(e.text.strip("`\"'"))
+            if not printed or printed & runs or steps.mentioned_in_call(e.text, runs):
+                continue
+            for u in sorted(printed):
+                if u not in steps.command:
+                    return c, e, "the harness"
+                if steps.tool.get(u, "") in tools:
+                    return c, e, steps.command[u]
+    return None
 
 
 def _together(x: Specific, units_v: set[int], pairs: _Pairs, ev: Evidence) -> bool:
