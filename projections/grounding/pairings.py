@@ -123,6 +123,9 @@ def _joined_units(ev: Evidence) -> list[int]:
     return owner
 
 
+_NEWLINE = re.compile("\n")
+
+
 class _Sighting:
     __slots__ = ("unit", "text", "line", "sp", "kind")
 
@@ -158,7 +161,7 @@ class _Pairs:
             self.members[u] = (*self.members.get(u, ()), i)
         for i, found in enumerate(index.per_text):
             text = index.texts[i]
-            newlines = [k for k, ch in enumerate(text) if ch == "\n"] if "\n" in text else []
+            newlines = [m.start() for m in _NEWLINE.finditer(text)] if "\n" in text else []
             u = self.unit_of[i]
             for sp in found:
                 if not _pairable(sp):
@@ -172,7 +175,8 @@ class _Pairs:
             sightings.sort(key=lambda s: (s.text, s.line))
 
     def sightings(self, sp: Specific) -> list[_Sighting]:
-        return [s for s in self.by_key.get(_look_up(sp), ()) if _matches(sp, s.sp)]
+        found = self.by_key.get(_look_up(sp), [])
+        return [s for s in found if _matches(sp, s.sp)] if sp.category == "path" else found
 
     def squashed(self, u: int, members: tuple[int, ...]) -> str:
         got = self._squashed.get(u)
@@ -301,7 +305,7 @@ def _misplaced_output(here: list[Specific], things: list[Specific], pairs: _Pair
             continue  # never got a result: nothing to compare with
         tools = {steps.tool.get(u, "") for u in runs}
         for e in here:
-            if e is c or e.category != "quote" or " " not in e.text.strip():
+            if e is c or e.category != "quote" or " " not in e.text.strip("`\"' "):
                 continue  # a printed message, not a word or a file name
             if any(e.start >= o.start and e.end <= o.end for o in commands):
                 continue

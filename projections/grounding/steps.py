@@ -17,7 +17,7 @@ __all__ = ["Steps"]
 
 # where a command starts inside a call's text: its opening quote or parenthesis, or after a shell
 # operator (``cd x && mix test``)
-_COMMAND_START = r"""(?:^|["'(]|&&\s*|;\s*|\|\s*)"""
+_STARTS_COMMAND = re.compile(r"""(?:^|["'(\n]|&&\s?|;\s?|\|\s?)\Z""")
 _TOOL = re.compile(r"\s*([A-Za-z_][\w.-]*)\(")
 
 
@@ -81,9 +81,13 @@ class Steps:
         if got is None:
             flat = " ".join(command.split())
             got = set()
-            if len(flat) >= 4 and " " in flat and flat in self.calls.text:
-                pattern = re.compile(_COMMAND_START + re.escape(flat) + r"(?![\w.-])")
-                got = {self.calls.unit_at(m.start()) for m in pattern.finditer(self.calls.text)}
+            text = self.calls.text
+            k = text.find(flat) if len(flat) >= 4 and " " in flat else -1
+            while k >= 0:
+                after = text[k + len(flat) : k + len(flat) + 1]
+                if _STARTS_COMMAND.search(text, max(0, k - 3), k) and not (after.isalnum() or after in "_.-" and after):
+                    got.add(self.calls.unit_at(k))
+                k = text.find(flat, k + 1)
             self._run_by[command] = got
         return got
 
