@@ -269,7 +269,7 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
                 "pairing", SWAPPED_PAIRING, "error", f"{c.text} … {e.text}",
                 f"the summary ties {e.text!r} to {c.text!r}, but no run of {c.text!r} printed it; "
                 f"{_clip(w)} did: facts may have been swapped",
-                offset=max(c.start, e.start), category="step+output",
+                offset=c.start, category="step+output",
             ))
             continue
         above = on_line[parent] if parent >= 0 else []
@@ -345,8 +345,8 @@ def _swapped(bound: list[Specific], first: int, seen: dict[int, list[_Sighting]]
             kx, kv = _kind(x), _kind(v)
             if not _thing_and_value(x, v):
                 continue
-            if any(_kind(sp) in (kx, kv) for sp in bound[i + 1 : j]):
-                continue  # another thing or value of these kinds stands between: each has its own partner
+            if any(_kind(sp) == kx for sp in bound[i + 1 : j]):
+                continue  # another thing of its kind stands between: the value is that one's
             sx, sv = seen[x.start], seen[v.start]
             units_x = {s.unit for s in sx}
             units_v = {s.unit for s in sv}
