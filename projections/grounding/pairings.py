@@ -48,8 +48,10 @@ def check_pairings(ev: Evidence) -> list[GroundingFinding]:
 def _pairable(sp: Specific) -> bool:
     """A specific that states a fact about the thing beside it. A small bare number (under 100,
     no noun: "complexity (10 > max 9)", "task 4") numbers or counts something the line does not
-    name, so it is no fact about the thing named there."""
-    if sp.category not in _PAIRABLE or sp.weak:
+    name, so it is no fact about the thing named there. A small count with its noun ("12 tests",
+    "8 files changed") is one, even where the literal rule calls it weak (a count the summarizer
+    may have made): the pairing rule only looks at values the sources state."""
+    if sp.category not in _PAIRABLE or sp.weak and not (sp.category == "number" and sp.noun):
         return False
     if sp.category == "number" and not sp.noun:
         try:
@@ -244,8 +246,6 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
     if len(ev.units) < 2:
         return []  # one unit: every pairing is stated together in it
     found = sorted((sp for sp in ev.found if _pairable(sp)), key=lambda sp: sp.start)
-    if len(found) < 2:
-        return []
     pairs = _pairs_of(ev)
     starts = [sp.start for sp in found]
     seen: dict[int, list[_Sighting]] = {}
@@ -258,7 +258,7 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
             if sp.start not in seen:
                 seen[sp.start] = pairs.sightings(sp)
         on_line.append([sp for sp in here if seen[sp.start]])
-    quotes = [sp for sp in ev.found if sp.category in ("quote", "name") and not sp.weak]
+    quotes = sorted((sp for sp in ev.found if sp.category in ("quote", "name") and not sp.weak), key=lambda sp: sp.start)
     quote_starts = [sp.start for sp in quotes]
     for k, (a, b, parent) in enumerate(lines):
         here = [sp for sp in quotes[bisect_left(quote_starts, a):bisect_right(quote_starts, b)] if sp.end <= b]
