@@ -35,8 +35,9 @@ _PAIRABLE = frozenset({"name", "identifier", "host", "number", "time", "version"
 # what names a thing (2), what is both a thing and a value (1: a commit hash is a task's value and
 # its own diff's thing), what is a value (0: counts, times, versions, code)
 _RANK = {"name": 2, "host": 2, "identifier": 2, "path": 2, "url": 2, "email": 2, "hash": 1}
-# how far apart (in lines of one source text) two specifics still state one fact together
-_NEAR_LINES = 2
+# how far apart (in lines of one paragraph of one source text) two specifics still state one fact
+# together: a commit's hash line and the files it created, a test run's timing and its counts
+_NEAR_LINES = 12
 
 
 @rule("pairing", (SWAPPED_PAIRING,),
@@ -126,13 +127,14 @@ def _joined_units(ev: Evidence) -> list[int]:
 
 
 _NEWLINE = re.compile("\n")
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
 
 
 class _Sighting:
-    __slots__ = ("unit", "text", "line", "sp", "kind")
+    __slots__ = ("unit", "text", "line", "para", "sp", "kind")
 
-    def __init__(self, unit: int, text: int, line: int, sp: Specific, kind: tuple):
-        self.unit, self.text, self.line, self.sp, self.kind = unit, text, line, sp, kind
+    def __init__(self, unit: int, text: int, line: int, para: int, sp: Specific, kind: tuple):
+        self.unit, self.text, self.line, self.para, self.sp, self.kind = unit, text, line, para, sp, kind
 
 
 def _source_kind(sp: Specific, text: str) -> tuple:
@@ -164,11 +166,13 @@ class _Pairs:
         for i, found in enumerate(index.per_text):
             text = index.texts[i]
             newlines = [m.start() for m in _NEWLINE.finditer(text)] if "\n" in text else []
+            blanks = [m.start() for m in _BLANK_LINE.finditer(text)] if "\n" in text else []
             u = self.unit_of[i]
             for sp in found:
                 if not _pairable(sp):
                     continue
-                s = _Sighting(u, i, bisect_left(newlines, sp.start), sp, _source_kind(sp, text))
+                s = _Sighting(u, i, bisect_left(newlines, sp.start), bisect_left(blanks, sp.start), sp,
+                              _source_kind(sp, text))
                 self.by_key.setdefault(_look_up(sp), []).append(s)
                 self.in_unit.setdefault(u, []).append(s)
         self.steps = Steps(index.texts, [s.role for s in ev.sources], list(self.calls),
@@ -195,7 +199,7 @@ class _Pairs:
                 continue
             if s.text != at.text and len(members) > 1:
                 out.append(s)
-            elif s.text == at.text and abs(s.line - at.line) <= _NEAR_LINES:
+            elif s.text == at.text and s.para == at.para and abs(s.line - at.line) <= _NEAR_LINES:
                 out.append(s)
         return out
 
@@ -339,23 +343,24 @@ def _swapped(bound: list[Specific], first: int, seen: dict[int, list[_Sighting]]
     """(thing X, value v, X's value w in the sources, v's thing Y in the sources) for the first pair
     of specifics on one summary line (v on it at ``first`` or later, X on it or on its parent line)
     that the sources pair otherwise."""
-    for i in range(len(bound)):
-        for j in range(max(i + 1, first), len(bound)):
-            x, v = bound[i], bound[j]
-            kx, kv = _kind(x), _kind(v)
-            if not _thing_and_value(x, v):
-                continue
-            if any(_kind(sp) == kx for sp in bound[i + 1 : j]):
-                continue  # another thing of its kind stands between: the value is that one's
-            sx, sv = seen[x.start], seen[v.start]
-            units_x = {s.unit for s in sx}
-            units_v = {s.unit for s in sv}
-            if units_x & units_v or _together(x, units_v, pairs, ev) or _together(v, units_x, pairs, ev):
-                continue  # stated together somewhere: no swap
-            w = _partner(sx, kv, v, pairs, ev)  # X with another value of v's kind
-            y = _partner(sv, kx, x, pairs, ev) if w is not None else None  # v with another thing of X's kind
-            if w is not None and y is not None:
-                return x, v, w.sp, y.sp
+    pairs_in_order = [(i, j) for i in range(len(bound)) for j in range(max(i + 1, first), len(bound))]
+    pairs_in_order.sort(key=lambda ij: bound[ij[0]].weak or bound[ij[1]].weak)  # a small count last
+    for i, j in pairs_in_order:
+        x, v = bound[i], bound[j]
+        kx, kv = _kind(x), _kind(v)
+        if not _thing_and_value(x, v):
+            continue
+        if any(_kind(sp) == kx for sp in bound[i + 1 : j]):
+            continue  # another thing of its kind stands between: the value is that one's
+        sx, sv = seen[x.start], seen[v.start]
+        units_x = {s.unit for s in sx}
+        units_v = {s.unit for s in sv}
+        if units_x & units_v or _together(x, units_v, pairs, ev) or _together(v, units_x, pairs, ev):
+            continue  # stated together somewhere: no swap
+        w = _partner(sx, kv, v, pairs, ev)  # X with another value of v's kind
+        y = _partner(sv, kx, x, pairs, ev) if w is not None else None  # v with another thing of X's kind
+        if w is not None and y is not None:
+            return x, v, w.sp, y.sp
     return None
 
 
