@@ -13,6 +13,10 @@ another thing Y of X's kind. Several figures of one result ("73 tests + 14 docte
 changed, 368 insertions") are such a pairing too: figures with different nouns must come from one
 run. Facts from different sources about the same subject (a migration's id in one, its backfill
 count in another) are no swap: nothing there gives either of them another partner of the same kind.
+
+An output is tied to the step that raised it (steps.py): a line that credits a quoted message to a
+quoted command is a swap when that command ran, none of its runs printed the message, and a run of
+another command of the same tool (or the harness's own output: a hook's) did.
 """
 
 from __future__ import annotations
