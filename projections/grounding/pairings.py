@@ -169,20 +169,31 @@ class _Pairs:
             self.members[u] = (*self.members.get(u, ()), i)
         for i, found in enumerate(index.per_text):
             text = index.texts[i]
-            newlines = [m.start() for m in _NEWLINE.finditer(text)] if "\n" in text else []
-            blanks = [m.start() for m in _BLANK_LINE.finditer(text)] if "\n" in text else []
             u = self.unit_of[i]
+            newlines: list[int] | None = None
             for sp in found:
                 if not _pairable(sp):
                     continue
+                if newlines is None:
+                    newlines = [m.start() for m in _NEWLINE.finditer(text)] if "\n" in text else []
+                    blanks = [m.start() for m in _BLANK_LINE.finditer(text)] if newlines else []
                 s = _Sighting(u, i, bisect_left(newlines, sp.start), bisect_left(blanks, sp.start), sp,
                               _source_kind(sp, text))
                 self.by_key.setdefault(_look_up(sp), []).append(s)
                 self.in_unit.setdefault(u, []).append(s)
-        self.steps = Steps(index.texts, [s.role for s in ev.sources], list(self.calls),
-                           [bool(s.harness) for s in ev.sources], self.unit_of)
+        self._ev_sources = ev.sources
+        self._steps: Steps | None = None
         for sightings in self.in_unit.values():
             sightings.sort(key=lambda s: (s.text, s.line))
+
+    @property
+    def steps(self) -> Steps:
+        """The calls and what they printed, built on first need (a summary that quotes a command)."""
+        if self._steps is None:
+            src = self._ev_sources
+            self._steps = Steps(self.texts, [s.role for s in src], list(self.calls),
+                                [bool(s.harness) for s in src], self.unit_of)
+        return self._steps
 
     def sightings(self, sp: Specific) -> list[_Sighting]:
         found = self.by_key.get(_look_up(sp), [])

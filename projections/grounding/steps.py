@@ -68,11 +68,12 @@ class Steps:
                 self.tool.setdefault(u, m.group(1) if m else "")
                 self.command.setdefault(u, text)
             elif roles[i] == "tool" or harness[i]:
-                out_parts.append((u, _squash(text)))
+                out_parts.append((u, text))
                 if text.strip():
                     self.answered.add(u)
         self.calls = _Joined(call_parts)
-        self.outputs = _Joined(out_parts)
+        self._out_parts = out_parts
+        self._outputs: _Joined | None = None
         self._run_by: dict[str, set[int]] = {}
 
     def runs_of(self, command: str) -> set[int]:
@@ -90,6 +91,14 @@ class Steps:
                 k = text.find(flat, k + 1)
             self._run_by[command] = got
         return got
+
+    @property
+    def outputs(self) -> _Joined:
+        """What the results and the harness printed, squashed to words: built on first need (a
+        summary line that credits a message to a command that ran)."""
+        if self._outputs is None:
+            self._outputs = _Joined([(u, _squash(text)) for u, text in self._out_parts])
+        return self._outputs
 
     def mentioned_in_call(self, text: str, units: set[int]) -> bool:
         need = _squash(text)
