@@ -33,12 +33,12 @@ __all__ = ["SWAPPED_PAIRING", "swapped_pairings"]
 
 SWAPPED_PAIRING = "swapped-pairing"
 # what names a thing or states a fact about one (a quotation or a bare word is neither)
-# (a code name is neither: a file or a run mentions many, so "another one beside it" proves nothing)
 _PAIRABLE = frozenset({"name", "identifier", "host", "number", "time", "version", "path", "hash",
-                       "date", "quantity", "url", "email"})
-# what names a thing (2), what is both a thing and a value (1: a commit hash is a task's value and
-# its own diff's thing), what is a value (0: counts, times, versions, code)
-_RANK = {"name": 2, "host": 2, "identifier": 2, "path": 2, "url": 2, "email": 2, "hash": 1}
+                       "date", "quantity", "url", "email", "code"})
+# what names a thing (2: a code is a ticket id or a constant's name), what is both a thing and a value
+# (1: a commit hash is a task's value and its own diff's thing), what is a value (0: counts, times,
+# versions)
+_RANK = {"name": 2, "host": 2, "identifier": 2, "path": 2, "url": 2, "email": 2, "code": 2, "hash": 1}
 # how far apart (in lines of one paragraph of one source text) two specifics still state one fact
 # together: a commit's hash line and the files it created, a test run's timing and its counts
 _NEAR_LINES = 12
@@ -131,6 +131,7 @@ def _joined_units(ev: Evidence) -> list[int]:
 
 
 _NEWLINE = re.compile("\n")
+_CLAUSE_CUT = re.compile(r"[,;:()\[\]—–]|\s(?:and|but|while|then|with|via|by|from|in|after|before)\s|\.\s")
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 
 
@@ -363,7 +364,7 @@ def _swapped(bound: list[Specific], first: int, seen: dict[int, list[_Sighting]]
     for i, j in pairs_in_order:
         x, v = bound[i], bound[j]
         kx, kv = _kind(x), _kind(v)
-        if not _thing_and_value(x, v):
+        if not _thing_and_value(x, v) and not (i >= first and _two_things(x, v, ev.text)):
             continue
         if any(_kind(sp) == kx for sp in bound[i + 1 : j]):
             continue  # another thing of its kind stands between: the value is that one's
@@ -377,6 +378,15 @@ def _swapped(bound: list[Specific], first: int, seen: dict[int, list[_Sighting]]
         if w is not None and y is not None:
             return x, v, w.sp, y.sp
     return None
+
+
+def _two_things(x: Specific, v: Specific, text: str) -> bool:
+    """Two things of different kinds in one clause ("Olga Ivanova owns SRE-5150", "INC-7788 tracks
+    the payments-gateway errors"): the clause pairs them. Across clauses a line names things side
+    by side without pairing them."""
+    if _RANK.get(x.category, 0) != 2 or _RANK.get(v.category, 0) != 2 or x.category == v.category:
+        return False
+    return not _CLAUSE_CUT.search(text, x.end, v.start)
 
 
 def _thing_and_value(x: Specific, v: Specific) -> bool:
