@@ -1,28 +1,47 @@
 """Rule ``pairing``: a fact the summary gives a thing is not one the sources give to something else.
 
 Every fact real, the pairing wrong: "billing-api returned 500" when billing-api returned 503 and
-auth-service 500. The summary binds a thing X (a service, a path, a ticket, a host) to a value v in
-one clause; both are stated somewhere. It is a swap only when the sources pair them otherwise: some
-unit of evidence gives X another value w of v's kind, AND some unit gives v to another thing Y of
-X's kind, while none states X with v. Facts from different sources about the same subject (a
-migration's id in one, its backfill count in another) are not a swap; a tool call and its result
-are one unit of evidence (the command and the output it printed state their pairing together).
+auth-service 500; "committed as 66e1a0a" on the task whose commit was dbe5100; "8 files changed,
+368 insertions" when one commit printed 8 files and 502 insertions and another 5 files and 368.
+
+Principle: the summary binds a thing X to a value v on one line (a list item, a sentence with its
+parenthetical); the sources bind two specifics when one unit of evidence states them close together
+(on one line or a few lines of one text, or one in a tool call and the other in its result: the
+command and the output it printed, ``git commit -m msg`` and the hash it printed). It is a swap
+only when the sources never bind X with v, bind X with another value w of v's kind, AND bind v with
+another thing Y of X's kind. Several figures of one result ("73 tests + 14 doctests", "8 files
+changed, 368 insertions") are such a pairing too: figures with different nouns must come from one
+run. Facts from different sources about the same subject (a migration's id in one, its backfill
+count in another) are no swap: nothing there gives either of them another partner of the same kind.
+
+An output is tied to the step that raised it (steps.py): a line that credits a quoted message to a
+quoted command is a swap when that command ran, none of its runs printed the message, and a run of
+another command of the same tool (or the harness's own output: a hook's) did.
 """
 
 from __future__ import annotations
 
+import re
+from bisect import bisect_left, bisect_right
+
 from projections.grounding.evidence import Evidence
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import SourceIndex, Specific, tokens
-from projections.grounding.statuses import within
-from projections.grounding.text import clauses, sentences
+from projections.grounding.steps import Steps
 
 __all__ = ["SWAPPED_PAIRING", "swapped_pairings"]
 
 SWAPPED_PAIRING = "swapped-pairing"
-_PAIRABLE = ("name", "identifier", "host", "number", "time", "code", "version", "path", "date", "quantity", "url", "email")
-# what names a thing: a source can only state one of these if it has all of its words
-_WORDY = frozenset({"name", "identifier", "host", "path", "url", "email", "code", "version"})
+# what names a thing or states a fact about one (a quotation or a bare word is neither)
+_PAIRABLE = frozenset({"name", "identifier", "host", "number", "time", "version", "path", "hash",
+                       "date", "quantity", "url", "email", "code"})
+# what names a thing (2: a code is a ticket id or a constant's name), what is both a thing and a value
+# (1: a commit hash is a task's value and its own diff's thing), what is a value (0: counts, times,
+# versions)
+_RANK = {"name": 2, "host": 2, "identifier": 2, "path": 2, "url": 2, "email": 2, "code": 2, "hash": 1}
+# how far apart (in lines of one paragraph of one source text) two specifics still state one fact
+# together: a commit's hash line and the files it created, a test run's timing and its counts
+_NEAR_LINES = 12
 
 
 @rule("pairing", (SWAPPED_PAIRING,),
@@ -31,78 +50,13 @@ def check_pairings(ev: Evidence) -> list[GroundingFinding]:
     return swapped_pairings(ev)
 
 
-class _Units:
-    """Which units of evidence state a specific (one index per unit, built on first need)."""
-
-    def __init__(self, ev: Evidence):
-        self.ev = ev
-        self.members = ev.units
-        self._specs: dict[int, list[Specific]] = {}
-        self._keys: dict[int, set[str]] = {}
-        self._words: list[set[str]] | None = None
-        self._indexes: dict[int, SourceIndex] = {}
-
-    def specifics(self, u: int) -> list[Specific]:
-        found = self._specs.get(u)
-        if found is None:
-            per = self.ev.index.per_text
-            found = self._specs[u] = [sp for i in self.members[u] for sp in per[i]]
-        return found
-
-    def holds(self, u: int, sp: Specific) -> bool:
-        keys = self._keys.get(u)
-        if keys is None:
-            keys = self._keys[u] = {s.key for s in self.specifics(u)}
-        if sp.key in keys:
-            return True
-        idx = self._indexes.get(u)
-        if idx is None:
-            index = self.ev.index
-            idx = self._indexes[u] = SourceIndex.build(
-                ["\n".join(index.texts[i] for i in self.members[u])],
-                [self.specifics(u)],
-                [[t for i in self.members[u] for t in index.tok_lists[i]]],
-            )
-        return idx.supports(sp)[0]
-
-    def holding(self, sp: Specific) -> set[int]:
-        candidates = range(len(self.members))
-        if sp.category in _WORDY:
-            if self._words is None:
-                tl = self.ev.index.tok_lists
-                self._words = [{t for i in members for t in tl[i]} for members in self.members]
-            need = set(tokens(sp.text))
-            if need:
-                candidates = [u for u in candidates if need <= self._words[u]]
-        return {u for u in candidates if self.holds(u, sp)}
-
-    def other(self, units: set[int], about: Specific, like: Specific) -> Specific | None:
-        """A specific of ``like``'s category, not ``like`` itself, that one of ``units`` states on
-        the same line as ``about`` (the way a summary clause binds two things, a line of output
-        does: ``billing-api: 503``)."""
-        index = self.ev.index
-        need = set(tokens(about.text))
-        for u in sorted(units):
-            for i in self.members[u]:
-                text = index.texts[i]
-                for sp in index.per_text[i]:
-                    if sp.category != like.category or sp.weak or sp.key == like.key or _same(sp, like):
-                        continue
-                    if like.category == "number" and sp.noun != like.noun:
-                        continue  # another count of something else is no other value of this one
-                    a = text.rfind("\n", 0, sp.start) + 1
-                    b = text.find("\n", sp.end)
-                    line = text[a : b if b >= 0 else len(text)]
-                    if need <= set(tokens(line)):
-                        return sp
-        return None
-
-
 def _pairable(sp: Specific) -> bool:
     """A specific that states a fact about the thing beside it. A small bare number (under 100,
-    no noun: "complexity (10 > max 9)", "task 4") numbers or counts something the clause does not
-    name, so it is no fact about the thing named there."""
-    if sp.category not in _PAIRABLE or sp.weak:
+    no noun: "complexity (10 > max 9)", "task 4") numbers or counts something the line does not
+    name, so it is no fact about the thing named there. A small count with its noun ("12 tests",
+    "8 files changed") is one, even where the literal rule calls it weak (a count the summarizer
+    may have made): the pairing rule only looks at values the sources state."""
+    if sp.category not in _PAIRABLE or sp.weak and not (sp.category == "number" and sp.noun):
         return False
     if sp.category == "number" and not sp.noun:
         try:
@@ -112,57 +66,343 @@ def _pairable(sp: Specific) -> bool:
     return True
 
 
-def _same(a: Specific, b: Specific) -> bool:
-    return "".join(tokens(a.text)) == "".join(tokens(b.text))
+def _squash(text: str) -> str:
+    return "".join(tokens(text))
 
 
-def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
-    """Clauses that bind a thing to a value the sources give to another thing."""
-    if len(ev.units) < 2:
-        return []  # one unit: every pairing is stated together in it
-    units = _Units(ev)
-    out: list[GroundingFinding] = []
-    for offset, sentence in sentences(ev.text):
-        for clause_offset, clause in clauses(sentence):
-            start = offset + clause_offset
-            bound = [
-                sp for sp in within(ev.found, start, start + len(clause))
-                if _pairable(sp) and ev.index.supports(sp)[0]  # unsupported: the literal rule
-            ]
-            swap = _swapped(bound, units)
-            if swap is None:
+def _singular(noun: str) -> str:
+    return noun[:-1] if noun.endswith("s") and len(noun) > 3 else noun
+
+
+def _kind(sp: Specific) -> tuple:
+    """What a value is a value of: its category, a number's noun ("tests", "insertions"), a
+    quantity's dimension (a latency is no other value of a rate)."""
+    if sp.category == "number":
+        return ("number", _singular(sp.noun))
+    if sp.category == "quantity":
+        return ("quantity", sp.value[0])
+    return (sp.category,)
+
+
+def _look_up(sp: Specific) -> object:
+    """The key a source specific is filed under and a summary specific looked up by: a hash by its
+    short form (7 characters), a path by its file name (a summary shortens the directories), a
+    number by its noun and value, anything else by its value."""
+    if sp.category == "hash":
+        return ("hash", str(sp.value).lower()[:7])
+    if sp.category == "path":
+        parts = [p for p in str(sp.value).replace("\\", "/").split("/") if p]
+        return ("path", parts[-1] if parts else "")
+    if sp.category == "number":
+        return ("number", _singular(sp.noun), sp.value)
+    return (sp.category, sp.value)
+
+
+def _matches(summary: Specific, source: Specific) -> bool:
+    """The summary's specific names the source's (same key; a path may drop leading directories)."""
+    if summary.category == "path":
+        a = [p for p in str(summary.value).split("/") if p]
+        b = [p for p in str(source.value).split("/") if p]
+        return len(a) <= len(b) and b[len(b) - len(a):] == a
+    return True
+
+
+# a harness that runs a command in the background prints the id its output is retrieved by
+_BACKGROUND_ID = re.compile(r"\b(?:running in background|background) with ID:?\s*([A-Za-z0-9_-]{5,})", re.I)
+
+
+def _joined_units(ev: Evidence) -> list[int]:
+    """``ev.unit_of``, with a command run in the background joined to the call that retrieved its
+    output (the later call that names the task id the first one's result printed): one command,
+    one result, however many calls it took to read it."""
+    owner = list(ev.unit_of)
+    started: dict[str, int] = {}
+    for i, src in enumerate(ev.sources):
+        if src.role == "tool":
+            for m in _BACKGROUND_ID.finditer(src.text):
+                started.setdefault(m.group(1), owner[i])
+        elif src.call and started:
+            for task, u in started.items():
+                if task in src.text and owner[i] != u:
+                    old = owner[i]
+                    owner = [u if o == old else o for o in owner]
+                    break
+    return owner
+
+
+_NEWLINE = re.compile("\n")
+_CLAUSE_CUT = re.compile(r"[,;:()\[\]—–]|\s(?:and|but|while|then|with|via|by|from|in|after|before)\s|\.\s")
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+
+
+class _Sighting:
+    __slots__ = ("unit", "text", "line", "para", "sp", "kind")
+
+    def __init__(self, unit: int, text: int, line: int, para: int, sp: Specific, kind: tuple):
+        self.unit, self.text, self.line, self.para, self.sp, self.kind = unit, text, line, para, sp, kind
+
+
+def _source_kind(sp: Specific, text: str) -> tuple:
+    """``_kind`` of a source specific; a number's "noun" that is the first directory of a path
+    ("create mode 100644 test/x_test.exs") counts nothing."""
+    kind = _kind(sp)
+    if sp.category == "number" and sp.noun:
+        k = text.find(sp.noun, sp.end)
+        if k >= 0 and text[k + len(sp.noun) : k + len(sp.noun) + 1] in ("/", "."):
+            return ("number", "")
+    return kind
+
+
+class _Pairs:
+    """Where the sources state each pairable specific, and what each unit states near it. Built once
+    per source index (every summary checked against the same sources shares it)."""
+
+    def __init__(self, ev: Evidence):
+        index = ev.index
+        self.calls = tuple(s.call for s in ev.sources)
+        self.unit_of = _joined_units(ev)
+        self.texts = index.texts
+        self.by_key: dict[object, list[_Sighting]] = {}
+        self.in_unit: dict[int, list[_Sighting]] = {}
+        self._squashed: dict[int, str] = {}
+        self.members: dict[int, tuple[int, ...]] = {}
+        for i, u in enumerate(self.unit_of):
+            self.members[u] = (*self.members.get(u, ()), i)
+        for i, found in enumerate(index.per_text):
+            text = index.texts[i]
+            u = self.unit_of[i]
+            newlines: list[int] | None = None
+            for sp in found:
+                if not _pairable(sp):
+                    continue
+                if newlines is None:
+                    newlines = [m.start() for m in _NEWLINE.finditer(text)] if "\n" in text else []
+                    blanks = [m.start() for m in _BLANK_LINE.finditer(text)] if newlines else []
+                s = _Sighting(u, i, bisect_left(newlines, sp.start), bisect_left(blanks, sp.start), sp,
+                              _source_kind(sp, text))
+                self.by_key.setdefault(_look_up(sp), []).append(s)
+                self.in_unit.setdefault(u, []).append(s)
+        self._ev_sources = ev.sources
+        self._steps: Steps | None = None
+        for sightings in self.in_unit.values():
+            sightings.sort(key=lambda s: (s.text, s.line))
+
+    @property
+    def steps(self) -> Steps:
+        """The calls and what they printed, built on first need (a summary that quotes a command)."""
+        if self._steps is None:
+            src = self._ev_sources
+            self._steps = Steps(self.texts, [s.role for s in src], list(self.calls),
+                                [bool(s.harness) for s in src], self.unit_of)
+        return self._steps
+
+    def sightings(self, sp: Specific) -> list[_Sighting]:
+        found = self.by_key.get(_look_up(sp), [])
+        return [s for s in found if _matches(sp, s.sp)] if sp.category == "path" else found
+
+    def squashed(self, u: int, members: tuple[int, ...]) -> str:
+        got = self._squashed.get(u)
+        if got is None:
+            got = self._squashed[u] = "\n".join(_squash(self.texts[i]) for i in members)
+        return got
+
+    def near(self, at: _Sighting, kind: tuple, members: tuple[int, ...]) -> list[_Sighting]:
+        """Specifics of ``kind`` the unit of ``at`` binds to it: within a few lines of it in the same
+        text, or anywhere in another text of the unit (a call and its result)."""
+        out = []
+        for s in self.in_unit.get(at.unit, ()):
+            if s.kind != kind:
                 continue
-            thing, value, w, y = swap
-            out.append(finding(
-                "pairing", SWAPPED_PAIRING, "error", f"{thing.text} … {value.text}",
-                f"the summary pairs {thing.text!r} with {value.text!r}, but the sources pair {thing.text!r} "
-                f"with {w.text!r} and {value.text!r} with {y.text!r}: facts may have been swapped",
-                offset=thing.start, category=f"{thing.category}+{value.category}",
-            ))
+            if s.text != at.text and len(members) > 1:
+                out.append(s)
+            elif s.text == at.text and s.para == at.para and abs(s.line - at.line) <= _NEAR_LINES:
+                out.append(s)
+        return out
+
+
+# the last few source indexes seen (a benchmark checks many summaries against one set of sources);
+# SourceIndex has slots, so no weak reference: the entry holds the index it was built from
+_CACHE: list[tuple[SourceIndex, _Pairs]] = []
+_CACHE_SIZE = 4
+
+
+def _pairs_of(ev: Evidence) -> _Pairs:
+    calls = tuple(s.call for s in ev.sources)  # the units depend on the call ids
+    for index, got in _CACHE:
+        if index is ev.index and got.calls == calls:
+            return got
+    got = _Pairs(ev)
+    _CACHE.insert(0, (ev.index, got))
+    del _CACHE[_CACHE_SIZE:]
+    return got
+
+
+_ITEM = re.compile(r"([ \t]*)((?:[-*•]|\d{1,3}[.)])[ \t]+)?")
+
+
+def _lines(text: str) -> list[tuple[int, int, int]]:
+    """``(start, end, parent)`` of each line; ``parent`` is the line a list item hangs from (the
+    nearest line above it indented less, or at the same indent but no list item: the heading of
+    its list), -1 for none. A list item under "Task spotter-a0y.1" states its facts about it."""
+    out: list[tuple[int, int, int]] = []
+    levels: list[tuple[int, int]] = []  # (level, line) of the open ancestors, innermost last
+    pos = 0
+    for k, line in enumerate(text.split("\n")):
+        parent = -1
+        if line.strip():
+            m = _ITEM.match(line)
+            level = 2 * len(m.group(1).expandtabs(4)) + (1 if m.group(2) else 0)
+            while levels and levels[-1][0] >= level:
+                levels.pop()
+            parent = levels[-1][1] if levels else -1
+            levels.append((level, k))
+        out.append((pos, pos + len(line), parent))
+        pos += len(line) + 1
     return out
 
 
-def _swapped(bound: list[Specific], units: _Units) -> tuple[Specific, Specific, Specific, Specific] | None:
+def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
+    """Lines of the summary that bind a thing to a value the sources give to another thing."""
+    if len(ev.units) < 2:
+        return []  # one unit: every pairing is stated together in it
+    found = sorted((sp for sp in ev.found if _pairable(sp)), key=lambda sp: sp.start)
+    pairs = _pairs_of(ev)
+    starts = [sp.start for sp in found]
+    seen: dict[int, list[_Sighting]] = {}
+    out: list[GroundingFinding] = []
+    lines = _lines(ev.text)
+    on_line: list[list[Specific]] = []
+    for k, (a, b, _parent) in enumerate(lines):
+        here = [sp for sp in found[bisect_left(starts, a):bisect_right(starts, b)] if sp.end <= b]
+        for sp in here:
+            if sp.start not in seen:
+                seen[sp.start] = pairs.sightings(sp)
+        on_line.append([sp for sp in here if seen[sp.start]])
+    quotes = sorted((sp for sp in ev.found if sp.category in ("quote", "name") and not sp.weak), key=lambda sp: sp.start)
+    quote_starts = [sp.start for sp in quotes]
+    for k, (a, b, parent) in enumerate(lines):
+        here = [sp for sp in quotes[bisect_left(quote_starts, a):bisect_right(quote_starts, b)] if sp.end <= b]
+        step = _misplaced_output(here, on_line[k], pairs) if len(here) >= 2 else None
+        if step is not None:
+            c, e, w = step
+            out.append(finding(
+                "pairing", SWAPPED_PAIRING, "error", f"{c.text} … {e.text}",
+                f"the summary ties {e.text!r} to {c.text!r}, but no run of {c.text!r} printed it; "
+                f"{_clip(w)} did: facts may have been swapped",
+                offset=c.start, category="step+output",
+            ))
+            continue
+        above = on_line[parent] if parent >= 0 else []
+        swap = _swapped(above + on_line[k], len(above), seen, pairs, ev)
+        if swap is None:
+            continue
+        x, v, w, y = swap
+        later = max(x, v, key=lambda sp: sp.start)
+        out.append(finding(
+            "pairing", SWAPPED_PAIRING, "error", f"{x.text} … {v.text}",
+            f"the summary pairs {x.text!r} with {v.text!r}, but the sources pair {x.text!r} "
+            f"with {w.text!r} and {v.text!r} with {y.text!r}: facts may have been swapped",
+            offset=later.start, category=f"{x.category}+{v.category}",
+        ))
+    return out
+
+
+def _clip(text: str, n: int = 70) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= n else text[: n - 1] + "…")
+
+
+def _misplaced_output(here: list[Specific], things: list[Specific], pairs: _Pairs) -> tuple[Specific, Specific, str] | None:
+    """(command C, output E, the call that printed E) when a summary line ties E to C, C ran, its
+    runs never printed E and a run of another command of the same tool (or the harness) did."""
+    steps = pairs.steps
+    commands = [sp for sp in here if sp.category == "quote" and steps.runs_of(sp.text.strip("`\"'"))]
+    if not commands:
+        return None
+    for c in commands:
+        runs = steps.runs_of(c.text.strip("`\"'"))
+        if not runs & steps.answered:
+            continue  # never got a result: nothing to compare with
+        tools = {steps.tool.get(u, "") for u in runs}
+        for e in here:
+            if e is c or e.category != "quote" or " " not in e.text.strip("`\"' "):
+                continue  # a printed message, not a word or a file name
+            if any(e.start >= o.start and e.end <= o.end for o in commands):
+                continue
+            lo, hi = (c.end, e.start) if c.start < e.start else (e.end, c.start)
+            if any(lo <= o.start and o.end <= hi for o in things if o.category != "quote" or o in commands):
+                continue  # another step or thing stands between: E is about that one
+            printed = steps.printed(e.text.strip("`\"'"))
+            if not printed or printed & runs or steps.mentioned_in_call(e.text, runs):
+                continue
+            for u in sorted(printed):
+                if u not in steps.command:
+                    return c, e, "the harness"
+                if steps.tool.get(u, "") in tools:
+                    return c, e, steps.command[u]
+    return None
+
+
+def _together(x: Specific, units_v: set[int], pairs: _Pairs, ev: Evidence) -> bool:
+    """Some unit that states v also mentions x (as a specific, or its words run together: "p99" in
+    "p(99)=612.4ms")."""
+    if x.category in ("number", "quantity"):
+        return False
+    need = _squash(x.text)
+    if len(need) < 3:
+        return False
+    return any(need in pairs.squashed(u, pairs.members[u]) for u in units_v)
+
+
+def _swapped(bound: list[Specific], first: int, seen: dict[int, list[_Sighting]], pairs: _Pairs,
+             ev: Evidence) -> tuple[Specific, Specific, Specific, Specific] | None:
     """(thing X, value v, X's value w in the sources, v's thing Y in the sources) for the first pair
-    of specifics the sources pair otherwise."""
-    holding: dict[int, set[int]] = {}
+    of specifics on one summary line (v on it at ``first`` or later, X on it or on its parent line)
+    that the sources pair otherwise."""
+    pairs_in_order = [(i, j) for i in range(len(bound)) for j in range(max(i + 1, first), len(bound))]
+    pairs_in_order.sort(key=lambda ij: bound[ij[0]].weak or bound[ij[1]].weak)  # a small count last
+    for i, j in pairs_in_order:
+        x, v = bound[i], bound[j]
+        kx, kv = _kind(x), _kind(v)
+        if not _thing_and_value(x, v) and not (i >= first and _two_things(x, v, ev.text)):
+            continue
+        if any(_kind(sp) == kx for sp in bound[i + 1 : j]):
+            continue  # another thing of its kind stands between: the value is that one's
+        sx, sv = seen[x.start], seen[v.start]
+        units_x = {s.unit for s in sx}
+        units_v = {s.unit for s in sv}
+        if units_x & units_v or _together(x, units_v, pairs, ev) or _together(v, units_x, pairs, ev):
+            continue  # stated together somewhere: no swap
+        w = _partner(sx, kv, v, pairs, ev)  # X with another value of v's kind
+        y = _partner(sv, kx, x, pairs, ev) if w is not None else None  # v with another thing of X's kind
+        if w is not None and y is not None:
+            return x, v, w.sp, y.sp
+    return None
 
-    def held(k: int) -> set[int]:
-        if k not in holding:
-            holding[k] = units.holding(bound[k])
-        return holding[k]
 
-    for i in range(len(bound)):
-        for j in range(i + 1, len(bound)):
-            a, b = bound[i], bound[j]
-            if a.category == b.category or (a.category not in _WORDY and b.category not in _WORDY):
-                continue  # a swap gives a fact to the wrong thing: one side names the thing
-            (x, kx), (v, kv) = ((a, i), (b, j)) if a.category in _WORDY or b.category not in _WORDY else ((b, j), (a, i))
-            with_x, with_v = held(kx), held(kv)
-            if not with_x or not with_v or with_x & with_v:
-                continue  # stated together somewhere (or not stated): no swap
-            w = units.other(with_x, x, v)  # X with another value of v's kind
-            y = units.other(with_v, v, x) if w is not None else None  # v with another thing of X's kind
-            if w is not None and y is not None:
-                return x, v, w, y
+def _two_things(x: Specific, v: Specific, text: str) -> bool:
+    """Two things of different kinds in one clause ("Olga Ivanova owns SRE-5150", "INC-7788 tracks
+    the payments-gateway errors"): the clause pairs them. Across clauses a line names things side
+    by side without pairing them."""
+    if _RANK.get(x.category, 0) != 2 or _RANK.get(v.category, 0) != 2 or x.category == v.category:
+        return False
+    return not _CLAUSE_CUT.search(text, x.end, v.start)
+
+
+def _thing_and_value(x: Specific, v: Specific) -> bool:
+    """``x`` names a thing and ``v``, after it, gives a fact about it ("spotter-fum.1 ... 231
+    insertions", "committed as 461930e"); or both are figures of one result with different nouns
+    ("8 files changed, 368 insertions"). A value before a thing ("502 at 22:21, then billing-api")
+    belongs to the thing before it."""
+    if x.category == v.category == "number":
+        return bool(x.noun and v.noun) and _kind(x) != _kind(v)
+    return _RANK.get(x.category, 0) > _RANK.get(v.category, 0)
+
+
+def _partner(at: list[_Sighting], kind: tuple, not_this: Specific, pairs: _Pairs, ev: Evidence) -> _Sighting | None:
+    want = _look_up(not_this)
+    for s in at:
+        for other in pairs.near(s, kind, pairs.members[s.unit]):
+            if _look_up(other.sp) != want:
+                return other
     return None
