@@ -66,6 +66,15 @@ def _pairable(sp: Specific) -> bool:
     return True
 
 
+_POSITION_BEFORE = re.compile(r"(?:\blines?|\bL|\w:)\s*$", re.IGNORECASE)
+
+
+def _position(sp: Specific, text: str) -> bool:
+    """A line position ("error at line 152", "L40", "x.ex:152") is no fact a thing has one of: a
+    file has errors at many lines, so another line of the same file is no swap."""
+    return sp.category == "number" and _POSITION_BEFORE.search(text[max(0, sp.start - 8) : sp.start]) is not None
+
+
 def _squash(text: str) -> str:
     return "".join(tokens(text))
 
@@ -265,7 +274,7 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
     """Lines of the summary that bind a thing to a value the sources give to another thing."""
     if len(ev.units) < 2:
         return []  # one unit: every pairing is stated together in it
-    found = sorted((sp for sp in ev.found if _pairable(sp)), key=lambda sp: sp.start)
+    found = sorted((sp for sp in ev.found if _pairable(sp) and not _position(sp, ev.text)), key=lambda sp: sp.start)
     pairs = _pairs_of(ev)
     starts = [sp.start for sp in found]
     seen: dict[int, list[_Sighting]] = {}
