@@ -650,6 +650,14 @@ _WORD_LIST = re.compile(r"[a-z]+(?:/[a-z]+)+")  # no root, no extension, no digi
 _NAME_LIST = re.compile(r"[A-Z][A-Za-z0-9+#-]*(?:/[A-Z][A-Za-z0-9+#-]*)+")
 
 
+# What ``extract`` found in each text it read (with the default vocabulary): one audit reads a source
+# in several places (the sources' index, the user's words, a unit of evidence, the write-time gate), and
+# sessions repeat texts. Bounded by the characters of the texts it keys.
+_EXTRACTED: dict[str, tuple[Specific, ...]] = {}
+_EXTRACTED_LIMIT = 64_000_000
+_extracted_chars = 0
+
+
 def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) -> list[Specific]:
     """Every specific in ``text``, in order of appearance, without overlaps (the first pattern to
     claim a stretch of text wins: a number inside a URL is part of the URL).
@@ -658,6 +666,20 @@ def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) ->
     the capitals that mark names), a set of common lower-case words; any other word is then treated
     as a possible name. By default the words a tokenizer learned in lower case
     (``common_lowercase_words``)."""
+    global _extracted_chars
+    if lowercase_vocabulary is not None:
+        return _extract(text, lowercase_vocabulary)
+    found = _EXTRACTED.get(text)
+    if found is None:
+        if _extracted_chars + len(text) > _EXTRACTED_LIMIT:
+            _EXTRACTED.clear()
+            _extracted_chars = 0
+        found = _EXTRACTED[text] = tuple(_extract(text, None))
+        _extracted_chars += len(text)
+    return list(found)
+
+
+def _extract(text: str, lowercase_vocabulary: frozenset[str] | None) -> list[Specific]:
     if lowercase_vocabulary is None and not _HAS_UPPER.search(text) and _HAS_LETTER.search(text):
         lowercase_vocabulary = common_lowercase_words()
     claimed: list[tuple[int, int]] = []
