@@ -16,12 +16,12 @@ after normalization, is an invented or altered fact -- the seed's "the migration
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from difflib import SequenceMatcher
 from itertools import accumulate
 
 from projections.grounding.evidence import Evidence
+from projections.grounding.lazy import lazy
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import SourceIndex, Specific, tokens
 from projections.grounding.vocabulary import common_lowercase_words
@@ -38,7 +38,7 @@ _CATEGORY_WORDS = {
     "url": "URL", "email": "email address", "host": "host", "quote": "quotation", "name": "name",
 }
 # metasyntax in a quoted pattern: <32hex>, ${trace_id}, {id}, ..., …, XXX
-_PLACEHOLDER = re.compile(r"<[^<>\s]{1,40}>|\$\{[^}]{1,40}\}|\{[A-Za-z_][\w.]{0,30}\}|\.\.\.|…|\bX{3,}\b")
+_PLACEHOLDER = lazy(r"<[^<>\s]{1,40}>|\$\{[^}]{1,40}\}|\{[A-Za-z_][\w.]{0,30}\}|\.\.\.|…|\bX{3,}\b")
 
 
 @rule("literal", (UNSUPPORTED, NEAR_QUOTE),
@@ -201,8 +201,8 @@ def _code_words(sp: Specific, index: SourceIndex) -> str | None:
 
 # -- figures the summarizer computed ------------------------------------------------------------
 
-_OF_TOTAL = re.compile(r"\s*(?:of|out\s+of|/)\s*\d")
-_FIGURE = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])\d+(?:\.\d+)?(?![\w])")
+_OF_TOTAL = lazy(r"\s*(?:of|out\s+of|/)\s*\d")
+_FIGURE = lazy(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])\d+(?:\.\d+)?(?![\w])")
 
 
 def _figures(line: str) -> list[float]:
