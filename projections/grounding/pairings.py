@@ -67,10 +67,6 @@ class _Units:
 
     def holding(self, sp: Specific) -> set[int]:
         candidates = range(len(self.members))
-        texts = self.ev.index.texts_that_may_state(sp)
-        if texts is not None:  # only the units holding a text that may state it can
-            unit_of = self.ev.unit_of
-            candidates = sorted({unit_of[i] for i in texts})
         if sp.category in _WORDY:
             if self._words is None:
                 tl = self.ev.index.tok_lists

@@ -1066,7 +1066,6 @@ class SourceIndex:
     _grams: set[str] | None = None
     _norm: str | None = None
     lower: str = ""
-    _postings: dict[Any, set[int]] | None = None
 
     @classmethod
     def build(
@@ -1130,67 +1129,6 @@ class SourceIndex:
                 out |= grams(tk)
             self._grams = out
         return self._grams
-
-    def _posting_lists(self) -> dict[Any, set[int]]:
-        """Which texts hold what ``texts_that_may_state`` asks about, built in one pass on first use."""
-        if self._postings is None:
-            post: defaultdict[Any, set[int]] = defaultdict(set)
-            for i, (t, found) in enumerate(zip(self.texts, self.per_text)):
-                for m in _DIGITS.finditer(t):
-                    post[("figure", _canon(float(m.group(0).replace(",", ""))))].add(i)
-                for sp in found:
-                    post[("key", sp.key)].add(i)
-                    if sp.category == "number":
-                        post[("figure", sp.value)].add(i)
-                        post[("bare", sp.value)].add(i)
-                    elif sp.category == "quantity":
-                        dim, values = sp.value
-                        for v in values:
-                            post[("quantity", dim, v)].add(i)
-                        num = _NUM_RX.search(sp.text)
-                        if num:
-                            post[("figure", _canon(float(num.group(0).replace(",", ""))))].add(i)
-                    elif sp.category == "time":
-                        post[("clock", sp.value[1][:2])].add(i)
-                        if sp.value[0] is not None:
-                            post[("dated",)].add(i)
-                    elif sp.category == "date":
-                        post[("dated",)].add(i)
-            self._postings = dict(post)
-        return self._postings
-
-    def texts_that_may_state(self, sp: Specific) -> set[int] | None:
-        """The indexes of the texts that may support ``sp``: an index built over any group of these
-        texts (their specifics and tokens, as ``build`` takes them) supports ``sp`` only if the group
-        holds one of them. None when that cannot be narrowed cheaply (every text may). A superset,
-        read off posting lists, so that a rule asking the question of many groups of sources (units
-        of evidence) indexes only the few that can answer yes; it follows the ``_s_*`` checks below."""
-        if sp.weak or sp.hedge or sp.category not in ("number", "time", "quantity", "date"):
-            return None
-        post = self._posting_lists()
-        out = set(post.get(("key", sp.key), ()))
-
-        def add(k: Any) -> None:
-            out.update(post.get(k, ()))
-
-        if sp.category == "number":
-            add(("figure", sp.value))  # every number the group states is one of its figures
-        elif sp.category == "time":
-            add(("clock", sp.value[1][:2]))  # a time is stated by a time of the same hour and minute
-        elif sp.category == "quantity":
-            dim, values = sp.value
-            for v in values:
-                add(("quantity", dim, v))
-            num = _NUM_RX.search(sp.text)
-            if num and dim in ("s", "%", "B"):
-                add(("bare", _canon(float(num.group(0).replace(",", "")))))
-        else:  # a date is stated by a date, a dated time, or (a bare year) a figure
-            add(("dated",))
-            readings = sp.value if isinstance(sp.value[0], tuple) else (sp.value,)
-            for y, *_ in readings:
-                if y is not None:
-                    add(("figure", _canon(y)))
-        return out
 
     def _has_name(self, key: str) -> bool:
         return key in self.toks or key in self.grams
