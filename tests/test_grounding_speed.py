@@ -1,10 +1,8 @@
 """The grounding checker's shortcuts decide exactly what the plain computations decide: the
-near-quote bounds, the posting lists that narrow which units of evidence are indexed, the cache of
-extracted specifics, and the patterns compiled on first use."""
+near-quote bounds, the cache of extracted specifics, and the patterns compiled on first use."""
 
 from __future__ import annotations
 
-import itertools
 import re
 from difflib import SequenceMatcher
 
@@ -65,46 +63,6 @@ def test_near_quote_finds_a_misquote_and_not_an_invention():
     index = SourceIndex.build(SOURCES)
     assert _near_quote("the retry budget got exhausted after three attempts", index) is not None
     assert _near_quote("an entirely different sentence about deployments", index) is None
-
-
-UNIT_TEXTS = [
-    "deploy finished at 14:02:37 on 2024-03-05, 1,536 MB written",
-    "took 90 seconds; timeout=30 in the config",
-    "retried 7 times, then 07:41 passed",
-    "release v2.3.1 on March 5",
-    "port 8080 in http://host:8080/x and 0042_add_index",
-    "about 1200 rows, 45% done",
-]
-PROBES = [
-    "14:02", "14:02:37", "07:41", "at 8:15", "1.5 GB", "1536 MB", "90 seconds", "30s", "1.5 minutes", "45%",
-    "7 times", "retried 8 times", "1,536", "8080", "42", "March 5", "2024-03-05", "2024", "March 6", "1200 rows",
-]
-
-
-@pytest.mark.parametrize("probe", PROBES)
-def test_only_groups_holding_a_text_that_may_state_it_support_it(probe):
-    """``texts_that_may_state`` never leaves out a group of texts whose own index supports the
-    specific (it is a superset): tried on every group of up to three texts."""
-    index = SourceIndex.build(UNIT_TEXTS)
-    for sp in extract(probe):
-        may = index.texts_that_may_state(sp)
-        if may is None:
-            continue
-        for r in (1, 2, 3):
-            for group in itertools.combinations(range(len(UNIT_TEXTS)), r):
-                sub = SourceIndex.build(
-                    ["\n".join(UNIT_TEXTS[i] for i in group)],
-                    [[s for i in group for s in index.per_text[i]]],
-                    [[t for i in group for t in index.tok_lists[i]]],
-                )
-                if sub.supports(sp)[0]:
-                    assert may & set(group), (sp, group)
-
-
-def test_posting_lists_narrow_a_figure_to_the_texts_that_state_it():
-    index = SourceIndex.build(UNIT_TEXTS)
-    (sp,) = [s for s in extract("port 8080") if s.category == "number"]
-    assert index.texts_that_may_state(sp) == {4}
 
 
 def test_extracted_specifics_are_kept_per_text_and_a_copy_is_returned():
