@@ -3,6 +3,8 @@
     python benchmarks/bench_forensics.py                  # the real session 1x, 4x and 8x
     python benchmarks/bench_forensics.py --copies 1 4     # a quicker look
     python benchmarks/bench_forensics.py --profile audit  # also cProfile the first audit at the largest size
+    python benchmarks/bench_forensics.py --real --baseline DIR  # first audit of each real session vs export,
+                                                               # this tree beside the checkout in DIR
 
 The session: the real shared Claude Code session (``/work/shared/data/transcripts/...jsonl`` with its
 ``subagents/`` dir) repeated N times into one transcript: each copy's lines get fresh uuids, message,
@@ -43,7 +45,8 @@ from _results import machine, write_section  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "data" / "transcripts" / "claude_spotter_ae4a77f8_manual.jsonl"
 SUBAGENTS = REAL.parent / REAL.stem / "subagents"
-CLI = str(ROOT / ".venv" / "bin" / "ctxledger")
+_VENV = ROOT / ".venv" if (ROOT / ".venv").exists() else ROOT.parent / "main" / ".venv"  # a worktree shares main's
+CLI = str(_VENV / "bin" / "ctxledger")
 NEEDLE = "tail_wrapper.sh"  # the issue's blame (not in this session: every span is looked at, none holds it)
 IN_SUMMARY = "set_attributes_safely"  # in every copy's summary: that blame judges the live summary
 SESSION = "long"
@@ -76,12 +79,13 @@ def repeated(copies: int) -> bytes:
 CPU: dict[str, float] = {}  # label -> CPU seconds (user + system) of the last run under that label
 
 
-def run(args: list[str], db: str, cwd: Path, label: str = "") -> tuple[float, subprocess.CompletedProcess]:
-    """Wall seconds of one ``ctxledger`` process; its CPU seconds go to ``CPU[label]`` (the machine is
-    shared, so the CPU time is the steadier measure)."""
+def run(args: list[str], db: str, cwd: Path, label: str = "", tree: Path = ROOT) -> tuple[float, subprocess.CompletedProcess]:
+    """Wall seconds of one ``ctxledger`` process running the code of ``tree``; its CPU seconds go to
+    ``CPU[label]`` (the machine is shared, so the CPU time is the steadier measure)."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    done = subprocess.run([CLI, "--db", db, *args], cwd=cwd, capture_output=True, text=True)
+    done = subprocess.run([CLI, "--db", db, *args], cwd=cwd, capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     CPU[label] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -157,12 +161,66 @@ def profile(copies: int, work: Path, command: str) -> str:
     return out.getvalue()
 
 
+def real_sessions(work: Path, trees: dict[str, Path], rounds: int) -> str:
+    """The first ``audit`` of each real session present (``benchmarks/data/real/manifest.json``) beside
+    ``export`` of it, for each tree's code: each imported into a fresh SQLite store of its own."""
+    import real_data
+
+    rows = []
+    for t in real_data.real_transcripts():
+        if not t["present"]:
+            continue
+        for tag, tree in trees.items():
+            best: dict[str, tuple[float, float]] = {}
+            for k in range(rounds):
+                d = work / f"{t['name']}-{tag}-{k}"
+                d.mkdir(parents=True)
+                db = f"sqlite:///{d / 'ledger.db'}"
+                run(["import", str(t["file"]), "--session", SESSION], db, d, tree=tree)
+                for label, args in (("export", ["export", SESSION, "-o", "export.jsonl"]), ("audit (first)", ["audit", SESSION, "--json"])):
+                    wall, done = run(args, db, d, label, tree=tree)
+                    if label == "audit (first)":
+                        findings = len(json.loads(done.stdout).get("findings", []))
+                    prev = best.get(label)
+                    if prev is None or CPU[label] < prev[1]:
+                        best[label] = (wall, CPU[label])
+            rows.append((t["name"], Path(t["file"]).stat().st_size, tag, best, findings))
+            print(rows[-1], file=sys.stderr)
+    lines = ["| session | MB | code | export wall / CPU s | first audit wall / CPU s | audit ÷ export (CPU) | findings |",
+             "|---|---:|---|---:|---:|---:|---:|"]
+    for name, size, tag, best, findings in rows:
+        (ew, ec), (aw, ac) = best["export"], best["audit (first)"]
+        lines.append(f"| {name} | {size / 1e6:.1f} | {tag} | {ew:.2f} / {ec:.2f} | {aw:.2f} / {ac:.2f} | {ac / ec:.1f}× | {findings} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--copies", type=int, nargs="+", default=[1, 4, 8])
     ap.add_argument("--profile", metavar="COMMAND", help="cProfile this command (first run) at the largest size")
     ap.add_argument("--no-write", action="store_true", help="print the table, do not write RESULTS.md")
+    ap.add_argument("--real", action="store_true", help="first audit vs export of each real session (benchmarks/data/real)")
+    ap.add_argument("--baseline", type=Path, help="with --real: also run the code of this checkout, side by side")
+    ap.add_argument("--rounds", type=int, default=1, help="with --real: runs of each, the lowest CPU kept")
     args = ap.parse_args()
+    if args.real:
+        trees = {"baseline": args.baseline.resolve(), "this tree": ROOT} if args.baseline else {"this tree": ROOT}
+        with tempfile.TemporaryDirectory() as tmp:
+            table = real_sessions(Path(tmp), trees, args.rounds)
+        cmd = "python benchmarks/bench_forensics.py --real" + (" --baseline DIR" if args.baseline else "") + (
+            f" --rounds {args.rounds}" if args.rounds != 1 else "")
+        body = "\n".join([
+            "## First audit of each real session (`benchmarks/bench_forensics.py --real`)", "",
+            f"`{cmd}` — {machine()}, load average {os.getloadavg()[0]:.2f} at the end.",
+            "Each real Claude Code session (benchmarks/data/real/manifest.json) imported into a fresh SQLite store, "
+            "then `ctxledger export` and the first `ctxledger audit --json` (nothing kept yet), each a fresh "
+            "process (Python start-up included); `baseline` is the code of the checkout given with `--baseline`, "
+            "run in the same session of the benchmark. The lowest CPU time of the rounds is shown, with its wall time.",
+            "", table, ""])
+        print(body)
+        if not args.no_write:
+            write_section("forensics-real", body)
+        return
     if not REAL.exists():
         raise SystemExit(f"the real session is not here: {REAL}")
     rows = []

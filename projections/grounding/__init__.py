@@ -119,7 +119,8 @@ def check(
     if with_coverage:
         srcs = ev.sources
         kept = ev.index if not any(s.harness for s in srcs) else SourceIndex.build(
-            [s.text for s in srcs if not s.harness], [p for s, p in zip(srcs, ev.index.per_text) if not s.harness]
+            [s.text for s in srcs if not s.harness], [p for s, p in zip(srcs, ev.index.per_text) if not s.harness],
+            [t for s, t in zip(srcs, ev.index.tok_lists) if not s.harness],
         )
         result.source_specifics, result.dropped = coverage(text, kept, ev.found)
     return result

@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass
 
 from projections.grounding.evidence import Evidence
+from projections.grounding.lazy import lazy
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import tokens
 from projections.grounding.text import STOP_WORDS, sentences, stem
@@ -60,8 +61,8 @@ class Activity:
 def _outcome_lines(word: str) -> tuple[tuple[re.Pattern[str], int], ...]:
     """Outcome lines for an activity named by ``word``: the line names it and how it went."""
     return (
-        (re.compile(rf"^(?=.*\b{word}).*\b(?:fail(?:ed|s|ure)?|errors?|aborted|rolled\s+back|reverted|timed\s+out|refused|crash(?:ed)?)\b.*$", _M), -1),
-        (re.compile(rf"^(?=.*\b{word}).*\b(?:completed?|finished|succeeded|successful(?:ly)?|done|applied|live|healthy)\b.*$", _M), 1),
+        (lazy(rf"^(?=.*\b{word}).*\b(?:fail(?:ed|s|ure)?|errors?|aborted|rolled\s+back|reverted|timed\s+out|refused|crash(?:ed)?)\b.*$", _M), -1),
+        (lazy(rf"^(?=.*\b{word}).*\b(?:completed?|finished|succeeded|successful(?:ly)?|done|applied|live|healthy)\b.*$", _M), 1),
     )
 
 
@@ -73,27 +74,27 @@ ACTIVITIES: dict[str, Activity] = {
                    r"\btest\s+suite\s+is\s+green\b|\bCI\s+is\s+green\b", _I),
         re.compile(r"\btests?\b|\bpytest\b|\bjest\b|\bvitest\b|\brspec\b|\bunittest\b|\bspec\b", _I),
         (
-            (re.compile(r"\b[1-9]\d*\s+(?:failed|failures?|errors?)\b|\bFAILED\b|\btests?\s+failed\b|^FAIL\b", _M), -1),
-            (re.compile(r"\b\d+\s+passed\b|\b\d+\s+tests?,\s+0\s+failures?\b|^OK\b|\ball\s+tests?\s+pass(?:ed)?\b|\btests?\s+passed\b|\bTests:\s+\d+\s+passed\b", _M), 1),
+            (lazy(r"\b[1-9]\d*\s+(?:failed|failures?|errors?)\b|\bFAILED\b|\btests?\s+failed\b|^FAIL\b", _M), -1),
+            (lazy(r"\b\d+\s+passed\b|\b\d+\s+tests?,\s+0\s+failures?\b|^OK\b|\ball\s+tests?\s+pass(?:ed)?\b|\btests?\s+passed\b|\bTests:\s+\d+\s+passed\b", _M), 1),
         ),
         hints=("pass", "fail", "ok", "error", "green"),
     ),
     "commit": Activity(
-        re.compile(r"\bcommitted\b|\bcommit(?:s)?\s+(?:succeeded|went\s+through)\b", _I),
-        re.compile(r"\bcommit", _I),
+        lazy(r"\bcommitted\b|\bcommit(?:s)?\s+(?:succeeded|went\s+through)\b", _I),
+        lazy(r"\bcommit", _I),
         (
-            (re.compile(r"\bnothing\s+(?:added\s+)?to\s+commit\b|\bcommit\s+failed\b|\bpre-commit\b.*\bfail(?:ed|s|ure)?\b|"
+            (lazy(r"\bnothing\s+(?:added\s+)?to\s+commit\b|\bcommit\s+failed\b|\bpre-commit\b.*\bfail(?:ed|s|ure)?\b|"
                         r"\bhook\b.*\b(?:failed|blocked|rejected)\b|^error:\s.*\b(?:commit|merge)\b", _M), -1),
-            (re.compile(r"^\[[\w./-]+(?:\s+\(root-commit\))?\s+[0-9a-f]{7,}\]", _M), 1),
+            (lazy(r"^\[[\w./-]+(?:\s+\(root-commit\))?\s+[0-9a-f]{7,}\]", _M), 1),
         ),
         hints=("commit", "[", "hook", "error"),
     ),
     "push": Activity(
-        re.compile(r"\bpushed\b", _I),
-        re.compile(r"\bpush", _I),
+        lazy(r"\bpushed\b", _I),
+        lazy(r"\bpush", _I),
         (
-            (re.compile(r"!\s*\[rejected\]|\bfailed\s+to\s+push\b|^fatal:|^error:\s.*\b(?:push|refs)\b", _M), -1),
-            (re.compile(r"^\s*(?:[0-9a-f]{7,}\.\.[0-9a-f]{7,}|\*\s+\[new\s+branch\])\s+\S+\s+->\s+\S+", _M), 1),
+            (lazy(r"!\s*\[rejected\]|\bfailed\s+to\s+push\b|^fatal:|^error:\s.*\b(?:push|refs)\b", _M), -1),
+            (lazy(r"^\s*(?:[0-9a-f]{7,}\.\.[0-9a-f]{7,}|\*\s+\[new\s+branch\])\s+\S+\s+->\s+\S+", _M), 1),
         ),
         hints=("push", "->", "rejected", "fatal", "error"),
     ),
@@ -104,20 +105,20 @@ ACTIVITIES: dict[str, Activity] = {
         hints=("migrat",),
     ),
     "deploy": Activity(
-        re.compile(r"\b(?:deployed|rolled\s+out|shipped)\b|\b(?:deploy(?:ment)?|rollout)\b[^.;\n]{0,60}?\b(?:completed?|finished|succeeded|done|successful)\b|\b(?:is|are|went)\s+live\b", _I),
-        re.compile(r"\bdeploy|\brollout\b|\broll(?:ed|ing)?\s+out\b|\bkubectl\s+(?:apply|rollout)|\bhelm\s+(?:install|upgrade)|\bship(?:ped|ping)?\b", _I),
+        lazy(r"\b(?:deployed|rolled\s+out|shipped)\b|\b(?:deploy(?:ment)?|rollout)\b[^.;\n]{0,60}?\b(?:completed?|finished|succeeded|done|successful)\b|\b(?:is|are|went)\s+live\b", _I),
+        lazy(r"\bdeploy|\brollout\b|\broll(?:ed|ing)?\s+out\b|\bkubectl\s+(?:apply|rollout)|\bhelm\s+(?:install|upgrade)|\bship(?:ped|ping)?\b", _I),
         _outcome_lines(r"(?:deploy|roll(?:ed)?\s*out|ship)"),
         hints=("deploy", "roll", "ship", "live"),
     ),
     "release": Activity(
-        re.compile(r"\b(?:released|published)\b|\brelease\b[^.;\n]{0,40}?\b(?:was\s+|has\s+been\s+)?(?:cut|tagged|published)\b", _I),
-        re.compile(r"\brelease|\bpublish|\bgit\s+tag\b|\btagged\b", _I),
+        lazy(r"\b(?:released|published)\b|\brelease\b[^.;\n]{0,40}?\b(?:was\s+|has\s+been\s+)?(?:cut|tagged|published)\b", _I),
+        lazy(r"\brelease|\bpublish|\bgit\s+tag\b|\btagged\b", _I),
         _outcome_lines(r"(?:releas|publish|tag)"),
         hints=("releas", "publish", "tag"),
     ),
     "announcement": Activity(
-        re.compile(r"\b(?:announced|notified|emailed)\b|\b(?:announcement|e-?mail|notification|newsletter)s?\b[^.;\n]{0,40}?\b(?:has\s+been\s+|have\s+been\s+|was\s+|were\s+)?sent\b|\bsent\s+(?:out\s+)?(?:the\s+|an?\s+)?(?:release\s+)?(?:announcement|e-?mail|notification)s?\b", _I),
-        re.compile(r"\bannounc|\bnotif(?:y|ied|ies|ication)|\be-?mail(?:ed|s)?\b|\bslack\b|\bnewsletter\b", _I),
+        lazy(r"\b(?:announced|notified|emailed)\b|\b(?:announcement|e-?mail|notification|newsletter)s?\b[^.;\n]{0,40}?\b(?:has\s+been\s+|have\s+been\s+|was\s+|were\s+)?sent\b|\bsent\s+(?:out\s+)?(?:the\s+|an?\s+)?(?:release\s+)?(?:announcement|e-?mail|notification)s?\b", _I),
+        lazy(r"\bannounc|\bnotif(?:y|ied|ies|ication)|\be-?mail(?:ed|s)?\b|\bslack\b|\bnewsletter\b", _I),
         (),
         hints=("announc", "notif", "mail", "sent"),
     ),
@@ -131,20 +132,20 @@ ACTIVITIES: dict[str, Activity] = {
         hints=("merg", "conflict", "fast-forward"),
     ),
     "pull request": Activity(
-        re.compile(r"\bopened\s+(?:a|the|an)\s+(?:draft\s+)?(?:pull\s+request|PR|merge\s+request|MR)\b|\b(?:pull\s+request|PR)\s+(?:#\d+\s+)?(?:was\s+|is\s+|has\s+been\s+)?(?:opened|created|filed|up)\b", _I),
-        re.compile(r"\bpull\s+request|\bmerge\s+request|\bgh\s+pr\b|\bPR\b|/pull/\d", _I),
+        lazy(r"\bopened\s+(?:a|the|an)\s+(?:draft\s+)?(?:pull\s+request|PR|merge\s+request|MR)\b|\b(?:pull\s+request|PR)\s+(?:#\d+\s+)?(?:was\s+|is\s+|has\s+been\s+)?(?:opened|created|filed|up)\b", _I),
+        lazy(r"\bpull\s+request|\bmerge\s+request|\bgh\s+pr\b|\bPR\b|/pull/\d", _I),
         (
-            (re.compile(r"\bpull\s+request\b.*\b(?:failed|error|rejected)\b", _M), -1),
-            (re.compile(r"/pull/\d+|\bpull\s+request\b.*\b(?:created|opened)\b", _M), 1),
+            (lazy(r"\bpull\s+request\b.*\b(?:failed|error|rejected)\b", _M), -1),
+            (lazy(r"/pull/\d+|\bpull\s+request\b.*\b(?:created|opened)\b", _M), 1),
         ),
         hints=("pull", "pr", "merg"),
     ),
     "close": Activity(
-        re.compile(r"\b(?:is|was|were|are|been|got)\s+(?:now\s+|also\s+|already\s+)?(?:finished\s+and\s+)?closed\b|\bclosed\s+(?:it|the\s+(?:task|bead|issue|ticket|epic)|task|bead|issue|ticket|epic)\b", _I),
-        re.compile(r"\bclos(?:e|ed|es|ing)\b", _I),
+        lazy(r"\b(?:is|was|were|are|been|got)\s+(?:now\s+|also\s+|already\s+)?(?:finished\s+and\s+)?closed\b|\bclosed\s+(?:it|the\s+(?:task|bead|issue|ticket|epic)|task|bead|issue|ticket|epic)\b", _I),
+        lazy(r"\bclos(?:e|ed|es|ing)\b", _I),
         (
-            (re.compile(r"\b(?:cannot|can't|failed\s+to|could\s+not|unable\s+to)\s+close\b", _M), -1),
-            (re.compile(r"\bClosed\s+\S+|\bclosed\s+(?:issue|ticket|#\d+)", _M), 1),
+            (lazy(r"\b(?:cannot|can't|failed\s+to|could\s+not|unable\s+to)\s+close\b", _M), -1),
+            (lazy(r"\bClosed\s+\S+|\bclosed\s+(?:issue|ticket|#\d+)", _M), 1),
         ),
         subject=True,
         hints=("clos",),
@@ -163,8 +164,8 @@ ACTIVITIES: dict[str, Activity] = {
         re.compile(r"\bbuild\b[^.;\n]{0,40}?\b(?:completed?|finished|succeeded|passe[sd]|is\s+green|successful|clean)\b|\bcompiles?\s+(?:cleanly|successfully)\b|\bcompiled\s+(?:cleanly|successfully)\b", _I),
         re.compile(r"\bbuild|\bcompil", _I),
         (
-            (re.compile(r"\bbuild\s+(?:failed|error)|\bcompilation\s+(?:error|failed)|^error(?:\[E\d+\])?:\s|\*\*\s*\(CompileError\)", _M), -1),
-            (re.compile(r"\bbuild\s+(?:succeeded|successful|passed|finished|complete)|^\s*Finished\b|\bCompil(?:ed|ing)\s+\d+\s+files?\b|\bCompiled\b", _M), 1),
+            (lazy(r"\bbuild\s+(?:failed|error)|\bcompilation\s+(?:error|failed)|^error(?:\[E\d+\])?:\s|\*\*\s*\(CompileError\)", _M), -1),
+            (lazy(r"\bbuild\s+(?:succeeded|successful|passed|finished|complete)|^\s*Finished\b|\bCompil(?:ed|ing)\s+\d+\s+files?\b|\bCompiled\b", _M), 1),
         ),
         hints=("build", "compil", "finished", "error"),
     ),
@@ -180,10 +181,10 @@ _SAID = 2
 
 # a claim about how things are now ("tests pass", "the build is green", "is live"), judged by the last
 # outcome; any other claim is of an event ("committed", "deployed"), which one success shows happened
-_STATE = re.compile(r"\b(?:pass(?:es|ing)?|is|are|green|live|compiles?|succeeds)\b", _I)
+_STATE = lazy(r"\b(?:pass(?:es|ing)?|is|are|green|live|compiles?|succeeds)\b", _I)
 
 # a sentence that claims nothing done: a negation, a plan, a partial state, a condition
-_NOT_DONE = re.compile(
+_NOT_DONE = lazy(
     r"\b(?:not|never|nothing|none|neither|nor|no\s+longer|n't|without|yet\s+to|still\s+(?:fail|red|need)|will|would|going\s+to|"
     r"to\s+be|needs?\s+to|should|must|plan(?:s|ned)?\s+to|next|remaining|pending|todo|half|partial(?:ly)?|"
     r"in\s+progress|once|if|until|unless|whether|attempt(?:ed|ing)?|tr(?:y|ied|ying)\s+to)\b",
@@ -192,20 +193,20 @@ _NOT_DONE = re.compile(
 # a heading whose items are plans, not outcomes ("Pending Tasks:", "## Next steps", "7. Remaining work")
 # in a plan's section, only a perfect or passive form still claims something done ("is closed",
 # "was finished and pushed", "were already written")
-_PERFECT = re.compile(r"\b(?:is|are|was|were|has|have|had)\s+(?:been\s+)?(?:also\s+|already\s+|now\s+)?\w+(?:ed|en|t)\b", _I)
+_PERFECT = lazy(r"\b(?:is|are|was|were|has|have|had)\s+(?:been\s+)?(?:also\s+|already\s+|now\s+)?\w+(?:ed|en|t)\b", _I)
 _PLAN_WORDS = r"(?:pending|next|remaining|todo|to-do|plan(?:ned|s)?|outstanding|future|upcoming|optional)"
-_PLAN_HEADING = re.compile(
+_PLAN_HEADING = lazy(
     rf"^[ \t]*(?:\d{{1,3}}[.)][ \t]*)?\**[^\n:*]{{0,40}}?\b{_PLAN_WORDS}\b[^\n:*]{{0,40}}?\**[ \t]*:\**[ \t]*$"
     rf"|^[ \t]*#{{1,6}}[ \t]+[^\n]{{0,40}}?\b{_PLAN_WORDS}\b[^\n]{{0,40}}$",
     _M,
 )
-_HEADING = re.compile(
+_HEADING = lazy(
     r"^[ \t]*(?:#{1,6}[ \t]*|\d{1,3}[.)][ \t]*|[-*•][ \t]*)?\**[^\n]{0,40}?\b(?:pending|next|remaining|todo|to-do|"
     r"plan(?:ned)?|outstanding|open|future|upcoming|optional)\b[^\n]{0,40}:?\**[ \t]*:?[ \t]*$",
     _M,
 )
-_HEADING = re.compile(r"^[ \t]*(?:#{1,6}[ \t]+[^\n]+|(?:\d{1,3}[.)][ \t]+)?\**[A-Z][^\n:]{0,60}\**:?\**[ \t]*:?)[ \t]*$", _M)
-_REQUEST = re.compile(
+_HEADING = lazy(r"^[ \t]*(?:#{1,6}[ \t]+[^\n]+|(?:\d{1,3}[.)][ \t]+)?\**[A-Z][^\n:]{0,60}\**:?\**[ \t]*:?)[ \t]*$", _M)
+_REQUEST = lazy(
     r"\b(?:please|can\s+you|could\s+you|would\s+you|make\s+sure|ensure|should|need\s+to|needs\s+to|must|"
     r"let's|let\s+us|want\s+(?:you|to)|try\s+to|until)\b|\?\s*$",
     _I,
@@ -425,10 +426,10 @@ def _claims(text: str, claim_rx: re.Pattern[str], plans: list[tuple[int, int]]):
                 break
 
 
-_FIGURE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?(?![\w.])")
+_FIGURE = lazy(r"(?<![\w.])\d+(?:[.,]\d+)?(?![\w.])")
 
 
-_SUBJECT = re.compile(r"(?<![\w.#/-])(?:[A-Za-z][\w]*(?:[-_.][\w]+)+|#\d+)(?![\w-])")
+_SUBJECT = lazy(r"(?<![\w.#/-])(?:[A-Za-z][\w]*(?:[-_.][\w]+)+|#\d+)(?![\w-])")
 
 
 def _subjects(clause: str) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from projections.grounding.evidence import Evidence
+from projections.grounding.lazy import lazy
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import extract, tokens
 from projections.grounding.text import clip, content_words, sentences
@@ -23,7 +24,7 @@ __all__ = ["INVENTED_INSTRUCTION", "user_instructions", "INSTRUCTION_SUPPORT"]
 INVENTED_INSTRUCTION = "invented-instruction"
 INSTRUCTION_SUPPORT = 0.5  # share of the claim's content words one user message must state
 
-_INSTRUCTION = re.compile(
+_INSTRUCTION = lazy(
     r"\b(?:the\s+)?user(?:'s)?\s+(?:has\s+|had\s+|also\s+|then\s+|explicitly\s+|specifically\s+)?"
     r"(?:asked|requested|wants|wanted|instructed|told|insisted|prefers|preferred|would\s+like|needs|"
     r"expects|demanded|directed|approved|agreed|confirmed|said|mentioned|specified|chose|decided|"

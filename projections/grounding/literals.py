@@ -17,9 +17,12 @@ after normalization, is an invented or altered fact -- the seed's "the migration
 from __future__ import annotations
 
 import re
+from collections import Counter
 from difflib import SequenceMatcher
+from itertools import accumulate
 
 from projections.grounding.evidence import Evidence
+from projections.grounding.lazy import lazy
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import _SMALL, SourceIndex, Specific, tokens
 from projections.grounding.vocabulary import common_lowercase_words
@@ -36,7 +39,7 @@ _CATEGORY_WORDS = {
     "url": "URL", "email": "email address", "host": "host", "quote": "quotation", "name": "name",
 }
 # metasyntax in a quoted pattern: <32hex>, ${trace_id}, {id}, ..., …, XXX
-_PLACEHOLDER = re.compile(r"<[^<>\s]{1,40}>|\$\{[^}]{1,40}\}|\{[A-Za-z_][\w.]{0,30}\}|\.\.\.|…|\bX{3,}\b")
+_PLACEHOLDER = lazy(r"<[^<>\s]{1,40}>|\$\{[^}]{1,40}\}|\{[A-Za-z_][\w.]{0,30}\}|\.\.\.|…|\bX{3,}\b")
 
 
 @rule("literal", (UNSUPPORTED, NEAR_QUOTE),
@@ -260,23 +263,32 @@ def _near_quote(value: str, index: SourceIndex) -> str | None:
     wanted = set(words)
     matcher = SequenceMatcher(None, autojunk=False)
     matcher.set_seq2(value)  # the quote is the sequence the matcher indexes, once
+    value_chars = tuple(Counter(value).items())
+    n_value = len(value)
     best, best_ratio = None, 0.0
     for toks in index.tok_lists:
         if len(wanted.intersection(toks)) < want / 2:
             continue
+        # a window is tried only where its first or last token is a word of the quote
+        hits = [i for i, t in enumerate(toks) if t in wanted]
+        ends = list(accumulate(map(len, toks), initial=0))  # ends[i]: the characters of toks[:i]
         for size in (want - 1, want, want + 1):
             if size < 1 or size > len(toks):
                 continue
-            for i in range(len(toks) - size + 1):
-                window = toks[i : i + size]
-                if window[0] not in wanted and window[-1] not in wanted:
-                    continue
-                candidate = " ".join(window)
-                matcher.set_seq1(candidate)
-                # the cheap upper bounds first: most windows cannot reach the ratio
+            last = len(toks) - size
+            starts = sorted({i for i in hits if i <= last} | {j for i in hits if 0 <= (j := i - size + 1) <= last})
+            for i in starts:
+                # the upper bounds of difflib's ratio, cheapest first (the same arithmetic as
+                # real_quick_ratio and quick_ratio): most windows cannot reach the ratio
                 floor = max(best_ratio, NEAR_QUOTE_RATIO)
-                if matcher.real_quick_ratio() < floor or matcher.quick_ratio() < floor:
+                n = ends[i + size] - ends[i] + size - 1  # len(" ".join(window))
+                if 2.0 * min(n, n_value) / (n + n_value) < floor:
                     continue
+                candidate = " ".join(toks[i : i + size])
+                common = sum(min(candidate.count(c), k) for c, k in value_chars)  # quick_ratio's matches
+                if 2.0 * common / (n + n_value) < floor:
+                    continue
+                matcher.set_seq1(candidate)
                 ratio = matcher.ratio()
                 if ratio > best_ratio:
                     best, best_ratio = candidate, ratio
@@ -300,8 +312,8 @@ def _code_words(sp: Specific, index: SourceIndex) -> str | None:
 
 # -- figures the summarizer computed ------------------------------------------------------------
 
-_OF_TOTAL = re.compile(r"\s*(?:of|out\s+of|/)\s*\d")
-_FIGURE = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])\d+(?:\.\d+)?(?![\w])")
+_OF_TOTAL = lazy(r"\s*(?:of|out\s+of|/)\s*\d")
+_FIGURE = lazy(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])\d+(?:\.\d+)?(?![\w])")
 
 
 _ORDINAL_WORDS = {w: i + 1 for i, w in enumerate(

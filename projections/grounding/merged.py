@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 
 from projections.grounding.evidence import Evidence
+from projections.grounding.lazy import lazy
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import TECH_PARTS, SourceIndex, Specific, extract, grams, tokens
 from projections.grounding.text import sentences
@@ -28,10 +29,10 @@ _EVENT_KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str],
 def _kind(name: str, source: str, singular: str, plural: str, noun: str) -> None:
     det = r"\b(?:the|a|an|this|that|one|single|same|its|their)\s+(?:[\w./'-]+\s+){0,4}?"
     _EVENT_KINDS[name] = (
-        re.compile(source, re.IGNORECASE),
-        re.compile(det + r"(?:" + singular + r")\b", re.IGNORECASE),
+        lazy(source, re.IGNORECASE),
+        lazy(det + r"(?:" + singular + r")\b", re.IGNORECASE),
         # more than one event: a plural noun, a count or "both" qualifying an event word, "twice"
-        re.compile(
+        lazy(
             r"\b(?:" + plural + r")\b|\b(?:both|two|three|four|five|several|multiple|separate|distinct|each|"
             r"all)\b(?:\s+[\w/'-]+){0,3}?\s+(?:" + source[2:-2] + r")|\b(?:respectively|twice)\b",
             re.IGNORECASE,
@@ -70,9 +71,9 @@ _kind(
     "migrations",
 )
 
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n+")
+_SENTENCE_SPLIT = lazy(r"(?<=[.!?;])\s+|\n+")
 _ENTITY_CATEGORIES = ("name", "host", "identifier")
-_TECH_HINT = re.compile(
+_TECH_HINT = lazy(
     r"\b([a-z][a-z0-9]*)[\s-](api|service|svc|server|db|database|worker|queue|cache|gateway|proxy|cluster)\b",
     re.IGNORECASE,
 )

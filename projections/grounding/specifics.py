@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from projections.grounding.lazy import lazy
 from projections.grounding.vocabulary import common_lowercase_words, known_words
 
 __all__ = ["Specific", "SourceIndex", "extract", "tokens", "grams", "CATEGORIES"]
@@ -409,8 +410,8 @@ def _patterns() -> list[tuple[str, re.Pattern[str]]]:
         _COMPILED.extend((kind, re.compile(p, f)) for kind, (p, f) in _PATTERN_SOURCES)
     return _COMPILED
 
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*(?:[-*•>]\s*|\d+[.)]\s*)?|[\"'(\[]\s*|[-*•]\s+)$")
-_TOKEN = re.compile(r"[^\W_]+")
+_SENTENCE_START = lazy(r"(?:^|[.!?:;]\s+|\n\s*(?:[-*•>]\s*|\d+[.)]\s*)?|[\"'(\[]\s*|[-*•]\s+)$")
+_TOKEN = lazy(r"[^\W_]+")
 
 
 # -- parsing helpers -----------------------------------------------------------------------------
@@ -509,13 +510,13 @@ def _version_value(text: str) -> tuple[tuple[int, ...], str]:
 # -- extraction ----------------------------------------------------------------------------------
 
 
-_WORD = re.compile(r"[a-z]+")
+_WORD = lazy(r"[a-z]+")
 _NUMBER_WORDS = frozenset([*_SMALL, *_TENS, *_SCALES])
 _SPELLED_UNITS = frozenset(u for u in _UNITS if len(u) > 2 and u.isalpha())
 _MONTH_WORDS = frozenset(_MONTHS)
 _WEEKDAY_WORDS = frozenset(w for w in _WEEKDAYS if len(w) > 4)
-_HAS_UPPER = re.compile(r"[A-Z]")
-_HAS_LETTER = re.compile(r"[^\W\d_]")
+_HAS_UPPER = lazy(r"[A-Z]")
+_HAS_LETTER = lazy(r"[^\W\d_]")
 
 
 def _wanted(kind: str, text: str, words: set[str], digits: bool) -> bool:
@@ -555,8 +556,8 @@ def _wanted(kind: str, text: str, words: set[str], digits: bool) -> bool:
 
 # Tokens: runs between white space and the punctuation that separates values (``timeout=45``,
 # ``(10.0.3.12)``, ``latency:850ms``, ``~30``); a specific can only start where a token does.
-_TOKEN_AT = re.compile(r"[^\s(\[{<>=,;\"'`“”)\]}~*|]+")
-_HAS_DIGIT = re.compile(r"\d")
+_TOKEN_AT = lazy(r"[^\s(\[{<>=,;\"'`“”)\]}~*|]+")
+_HAS_DIGIT = lazy(r"\d")
 _PLAIN_INTERESTING = frozenset([*_MONTHS, *_WEEKDAYS, *_SMALL, *_TENS, *_SCALES, "a", "an", "half"])
 
 
@@ -648,9 +649,17 @@ def _token_kinds(tok: str, months: bool) -> tuple[str, ...]:
     return tuple(kinds)
 
 
-_LOWER_WORD = re.compile(r"[a-z][a-z'-]*")
-_WORD_LIST = re.compile(r"[a-z]+(?:/[a-z]+)+")  # no root, no extension, no digits or separators
-_NAME_LIST = re.compile(r"[A-Z][A-Za-z0-9+#-]*(?:/[A-Z][A-Za-z0-9+#-]*)+")
+_LOWER_WORD = lazy(r"[a-z][a-z'-]*")
+_WORD_LIST = lazy(r"[a-z]+(?:/[a-z]+)+")  # no root, no extension, no digits or separators
+_NAME_LIST = lazy(r"[A-Z][A-Za-z0-9+#-]*(?:/[A-Z][A-Za-z0-9+#-]*)+")
+
+
+# What ``extract`` found in each text it read (with the default vocabulary): one audit reads a source
+# in several places (the sources' index, the user's words, a unit of evidence, the write-time gate), and
+# sessions repeat texts. Bounded by the characters of the texts it keys.
+_EXTRACTED: dict[str, tuple[Specific, ...]] = {}
+_EXTRACTED_LIMIT = 64_000_000
+_extracted_chars = 0
 
 
 def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) -> list[Specific]:
@@ -661,6 +670,20 @@ def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) ->
     the capitals that mark names), a set of common lower-case words; any other word is then treated
     as a possible name. By default the words a tokenizer learned in lower case
     (``common_lowercase_words``)."""
+    global _extracted_chars
+    if lowercase_vocabulary is not None:
+        return _extract(text, lowercase_vocabulary)
+    found = _EXTRACTED.get(text)
+    if found is None:
+        if _extracted_chars + len(text) > _EXTRACTED_LIMIT:
+            _EXTRACTED.clear()
+            _extracted_chars = 0
+        found = _EXTRACTED[text] = tuple(_extract(text, None))
+        _extracted_chars += len(text)
+    return list(found)
+
+
+def _extract(text: str, lowercase_vocabulary: frozenset[str] | None) -> list[Specific]:
     if lowercase_vocabulary is None and not _HAS_UPPER.search(text) and _HAS_LETTER.search(text):
         lowercase_vocabulary = common_lowercase_words()
     claimed: list[tuple[int, int]] = []
@@ -725,9 +748,9 @@ def extract(text: str, *, lowercase_vocabulary: frozenset[str] | None = None) ->
 # A numbered list's marker ("2. Key concepts", "3) next") is layout, not a stated number; a heading
 # line ("2. Key Technical Concepts:", "## Errors and Fixes") capitalizes words that name nothing
 # (its other specifics, a path or a time, still count).
-_LIST_MARKER = re.compile(r"[ \t]*(?:\d{1,3}[.)])(?=[ \t])", re.M)
-_BOLD_LABEL = re.compile(r"^[ \t]*(?:\d{1,3}[.)][ \t]+|[-*•][ \t]+)?\*\*[^*\n]{1,80}\*\*[ \t]*:", re.M)  # "- **Solved**:"
-_HEADING = re.compile(
+_LIST_MARKER = lazy(r"[ \t]*(?:\d{1,3}[.)])(?=[ \t])", re.M)
+_BOLD_LABEL = lazy(r"^[ \t]*(?:\d{1,3}[.)][ \t]+|[-*•][ \t]+)?\*\*[^*\n]{1,80}\*\*[ \t]*:", re.M)  # "- **Solved**:"
+_HEADING = lazy(
     r"^[ \t]*(?:#{1,6}[ \t]+|\d{1,3}[.)][ \t]+|[-*•][ \t]+)?(?:[A-Z][\w'/-]*[ \t]+(?:(?:and|or|of|the|to|for|in|on|with|&)[ \t]+)?)*"
     r"[A-Z][\w'/-]*[ \t]*:?[ \t]*$",
     re.M,
@@ -753,7 +776,7 @@ def _layout(text: str, found: list[Specific]) -> list[Specific]:
     return out
 
 
-_HEDGE_BEFORE = re.compile(rf"(?:(?P<approx>{_APPROX})|(?P<over>{_OVER})|(?P<under>{_UNDER}))\s*$", _I)
+_HEDGE_BEFORE = lazy(rf"(?:(?P<approx>{_APPROX})|(?P<over>{_OVER})|(?P<under>{_UNDER}))\s*$", _I)
 
 
 # The last word of every hedge above (a hedge ends right before its number, so the text there must
@@ -981,7 +1004,7 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
 
 # what follows the subject of a sentence: a verb in the past tense or an auxiliary ("Tom deployed",
 # "Priya has approved", "Marcus also said")
-_SUBJECT_VERB = re.compile(
+_SUBJECT_VERB = lazy(
     r"[ \t]+(?:(?:also|then|just|already|now|later|never|first)[ \t]+)?"
     r"(?:[a-z]+ed|has|had|have|was|were|is|are|will|would|can|could|did|does|said|asked|told|ran|wrote|"
     r"made|took|went|got|sent|found|saw|knew|thought|gave|came|left|kept|began|broke|chose|led|paid|put|"
@@ -992,20 +1015,20 @@ _COMPOUND_HEADS = frozenset(
     "level based side wide like specific only safe aware friendly driven related free bound ready "
     "facing style sized scoped oriented centric heavy light proof enabled agnostic dependent".split()
 )
-_ID_RANGE = re.compile(r"(.*?[.\-_#])(\d+)-(\d+)")
+_ID_RANGE = lazy(r"(.*?[.\-_#])(\d+)-(\d+)")
 _UNIT_WORDS = frozenset(_UNITS)
-_ORDINAL = re.compile(r"\d+(?:st|nd|rd|th)", _I)
-_LETTER_DIGIT = re.compile(r"[A-Za-z]\d")
-_XX = re.compile(r"[1-5]xx", _I)
-_DOTTED_NUMBER = re.compile(r"(?:\d+[.-])+\d+")
-_SCALED = re.compile(r"\d+[kKMB]")
-_TECH_TERMS = re.compile(
+_ORDINAL = lazy(r"\d+(?:st|nd|rd|th)", _I)
+_LETTER_DIGIT = lazy(r"[A-Za-z]\d")
+_XX = lazy(r"[1-5]xx", _I)
+_DOTTED_NUMBER = lazy(r"(?:\d+[.-])+\d+")
+_SCALED = lazy(r"\d+[kKMB]")
+_TECH_TERMS = lazy(
     r"(?:x86|x64|ipv[46]|utf-?8|utf-?16|base64|sha\d+|md5|mp[34]|h[23]|http[23]?|oauth2|s3|ec2|k8s|p99|p95|p50|p999|2fa|mfa|i18n|l10n|a11y)",
     _I,
 )
-_NUM_RX = re.compile(_NUM)
-_DIGITS = re.compile(r"\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?")
-_FILE_TAIL = re.compile(r"\.(?:" + _FILE_EXTS + r")$")
+_NUM_RX = lazy(_NUM)
+_DIGITS = lazy(r"\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?")
+_FILE_TAIL = lazy(r"\.(?:" + _FILE_EXTS + r")$")
 _FUNCTION_WORDS = frozenset(
     """a an the at in on to for of and or but nor after before from with by into onto over under
     is was were are be been being has had have than then as so if when while since until per via

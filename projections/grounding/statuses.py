@@ -13,6 +13,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 
 from projections.grounding.evidence import DESCRIPTIVE_HARNESS, Evidence, Source
+from projections.grounding.lazy import lazy
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import SourceIndex, Specific, extract, tokens
 from projections.grounding.text import clauses, clip, sentences
@@ -23,14 +24,14 @@ STATUS_FLIP = "status-flip"
 
 # status families: word pattern -> (family, polarity)
 _STATUS = [
-    (re.compile(r"\b(?:succeed(?:ed|s)?|successful(?:ly)?|completed?|finished|passed|healthy|recovered|up)\b", re.I), "outcome", 1),
-    (re.compile(r"\b(?:fail(?:ed|s|ure)?|errored|errors?|exceptions?|crashed|aborted|broke|broken|timed\s+out|time-?outs?|down|unhealthy|HTTP\s+5\d\d)\b|(?:->|returned|status)\s+5\d\d\b", re.I), "outcome", -1),
-    (re.compile(r"\b(?:rolled\s+back|reverted|roll\s*back)\b", re.I), "rollback", 1),
-    (re.compile(r"\b(?:restarted|rebooted|bounced)\b", re.I), "restart", 1),
-    (re.compile(r"\b(?:merged)\b", re.I), "merge", 1),
-    (re.compile(r"\b(?:approved)\b", re.I), "approval", 1),
+    (lazy(r"\b(?:succeed(?:ed|s)?|successful(?:ly)?|completed?|finished|passed|healthy|recovered|up)\b", re.I), "outcome", 1),
+    (lazy(r"\b(?:fail(?:ed|s|ure)?|errored|errors?|exceptions?|crashed|aborted|broke|broken|timed\s+out|time-?outs?|down|unhealthy|HTTP\s+5\d\d)\b|(?:->|returned|status)\s+5\d\d\b", re.I), "outcome", -1),
+    (lazy(r"\b(?:rolled\s+back|reverted|roll\s*back)\b", re.I), "rollback", 1),
+    (lazy(r"\b(?:restarted|rebooted|bounced)\b", re.I), "restart", 1),
+    (lazy(r"\b(?:merged)\b", re.I), "merge", 1),
+    (lazy(r"\b(?:approved)\b", re.I), "approval", 1),
 ]
-_NEGATED = re.compile(r"\b(?:not|never|no|no\s+longer|n't|without|didn't|wasn't|weren't|hasn't|haven't|isn't|aren't|nor)\b", re.I)
+_NEGATED = lazy(r"\b(?:not|never|no|no\s+longer|n't|without|didn't|wasn't|weren't|hasn't|haven't|isn't|aren't|nor)\b", re.I)
 # a word stem of every status pattern above: a sentence with none of them has no status
 _STATUS_HINTS = (
     "succe", "complet", "finish", "pass", "health", "recover", "up", "fail", "error", "exception", "crash",

@@ -5,14 +5,15 @@ from __future__ import annotations
 import re
 
 from engine.text_clip import clip
+from projections.grounding.lazy import lazy
 from projections.grounding.specifics import extract, tokens
 
 __all__ = ["sentences", "clauses", "stem", "content_words", "clip", "STOP_WORDS"]
 
-_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
-_CLAUSE = re.compile(r";|,\s+(?:and|but|while|whereas)\s+|\s+(?:and|but|while|whereas|then)\s+|,\s+|:\s+")
+_SENTENCE = lazy(r"(?<=[.!?;])\s+|\n+")
+_CLAUSE = lazy(r";|,\s+(?:and|but|while|whereas)\s+|\s+(?:and|but|while|whereas|then)\s+|,\s+|:\s+")
 # "2." or "-" alone: the marker of a list item, which belongs to the words after it
-_MARKER_ONLY = re.compile(r"\s*(?:\d{1,3}[.)]|[-*•]|#{1,6})\s*")
+_MARKER_ONLY = lazy(r"\s*(?:\d{1,3}[.)]|[-*•]|#{1,6})\s*")
 
 STOP_WORDS = frozenset(
     """a an the of in on at to for by with from and or but is are was were be been being has have had
