@@ -38,11 +38,18 @@ IMPORTERS_GROUP = "ctxledger.importers"  # entry points: transcript formats ``Le
 
 
 class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One session as the store's sessions projection knows it, without opening the session:
+    ``events`` it stored itself (a fork shares its parent's first positions), the original time of
+    its first event (``started_at``) and of its head (``last_at``), the parent of a fork."""
+
     name: str
     id: UUID
     position: int
     strict: bool
     started_at: Any = None
+    last_at: Any = None
+    events: int = 0
+    forked_from: UUID | None = None
 
 
 
@@ -185,17 +192,34 @@ class Ledger:
         return isinstance(name, str) and bool(name) and self.store.exists(session_uuid(name))
 
     def sessions(self) -> list[SessionInfo]:
-        """Every session in the store: name, id, position, strictness, start time."""
-        return [
-            SessionInfo(
-                name=ev.name,
-                id=ev.originator_id,
-                position=self.store.head_version(ev.originator_id),
-                strict=ev.strict,
-                started_at=ev.at,
-            )
-            for ev in self.store.started_events()
-        ]
+        """Every session in the store, in creation order: name, id, position, strictness, event
+        count, first and last original time. Reads the store's sessions projection
+        (``engine.sessions_table``) and each session's start: O(sessions), however long the log."""
+        rows = self.store.session_rows()
+        if rows is None:
+            return [self._from_log(ev) for ev in self.store.started_events()]
+        out = []
+        for r in rows:
+            if r.first is None:
+                continue  # no readable SessionStarted: like the log scan, sessions() lists readable starts
+            # the start is read back (a primary-key read): a start deleted or garbled in the log is
+            # not listed, as before, and an encrypted store's name comes from it
+            first = self.store.session_event(r.id, r.first)
+            if not isinstance(first, SessionStarted):
+                continue
+            last_at = r.last_at
+            if last_at is None:
+                last_at = getattr(self.store.session_event(r.id, r.position), "at", None)
+            out.append(SessionInfo(name=first.name, id=r.id, position=r.position, strict=first.strict,
+                                   started_at=first.at, last_at=last_at, events=r.events, forked_from=r.forked_from))
+        return out
+
+    def _from_log(self, ev: SessionStarted) -> SessionInfo:
+        position = self.store.head_version(ev.originator_id)
+        head = self.store.session_event(ev.originator_id, position)
+        own = position - (ev.fork_position if ev.forked_from is not None else 0)
+        return SessionInfo(name=ev.name, id=ev.originator_id, position=position, strict=ev.strict, started_at=ev.at,
+                           last_at=getattr(head, "at", None), events=own, forked_from=ev.forked_from)
 
     def session_names(self) -> list[str]:
         """Every session with rows in the store, by name, or by id where its ``SessionStarted`` is

@@ -102,7 +102,8 @@ def sessions_cmd(ctx: click.Context, as_json: bool) -> None:
     width = max(len(i.name) for i in infos)
     for i in infos:
         mode = "strict" if i.strict else "permissive"
-        click.echo(f"{i.name:<{width}}  {i.position:>8} events  {mode:<10}  {i.started_at:%Y-%m-%d %H:%M:%S}")
+        events = "event " if i.position == 1 else "events"
+        click.echo(f"{i.name:<{width}}  {i.position:>8} {events}  {mode:<10}  {i.started_at:%Y-%m-%d %H:%M:%S}")
 
 
 @main.command("log")

@@ -459,7 +459,7 @@ def session_rows(ledger: Ledger, fleet_rows: dict[str, Any] | None = None, *, op
             "violations": fr.violations if fr is not None else 0,
             "drift": None if fr is None else fr.drift,
             "findings": [] if fr is None else sorted({f.kind for f in (fr.audit or fr.findings)}),
-            "last": _time(fr.last_event_at) if fr is not None else "",
+            "last": _time(info.last_at) if info.last_at is not None else (_time(fr.last_event_at) if fr is not None else ""),
             "started": _time(info.started_at),
             "unreadable": "",
         }
@@ -481,7 +481,7 @@ def session_rows(ledger: Ledger, fleet_rows: dict[str, Any] | None = None, *, op
                 max_generation=max((x.generation for x in spans), default=0),
                 refusals=s.state.refusals,
                 violations=s.state.violations,
-                last=_time(s.event(s.position).at) if s.position else "",
+                last=row["last"] or (_time(s.event(s.position).at) if s.position else ""),
             )
         rows.append(row)
     return rows
