@@ -66,6 +66,9 @@ class Ledger:
         self.counter = counter
         self.checker = checker  # the drift checker sessions audit and gate with (None: the lexical default)
         self._grounding_cache: GroundingCache | None = None
+        # ``session()`` and ``verify()`` also take a unique short form of a name (``resolve``): on
+        # for the command line, where names are typed; off for programs, which name sessions exactly
+        self.short_names = False
 
     @property
     def grounding_cache(self) -> GroundingCache:
@@ -172,11 +175,40 @@ class Ledger:
             raise DuplicateSessionError(f"a session named {name!r} already exists") from None
         return session
 
+    def resolve(self, text: str) -> str:
+        """The one session name ``text`` stands for: the name itself, else the only name that starts
+        or ends with it, or whose part after a source prefix (``claude-code:``, ``codex:``...) starts
+        with it — like git's short hashes (``fa812bfe`` for ``claude-code:fa812bfe-4c1e-...``).
+        Ambiguous: ``InvalidInputError`` listing the candidates; none: ``UnknownSessionError``."""
+        if not isinstance(text, str) or not text:
+            raise InvalidInputError(f"session name must be a non-empty str, not {text!r}")
+        if self.store.exists(session_uuid(text)):
+            return text
+        names = [i.name for i in self.sessions()]
+        found = [n for n in names if n.startswith(text) or n.endswith(text)
+                 or any(part.startswith(text) for part in n.split(":")[1:])]
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise UnknownSessionError(f"no session named {text!r} in {redact(self.url)}")
+        shown = ", ".join(repr(n) for n in found[:10]) + (f" and {len(found) - 10} more" if len(found) > 10 else "")
+        raise InvalidInputError(f"{text!r} is ambiguous: {len(found)} sessions match ({shown}); type more of the name")
+
+    def _short(self, name: str) -> str:
+        """``name`` resolved when short names are on and no session has exactly this name."""
+        if not self.short_names or self.store.exists(session_uuid(name)):
+            return name
+        with contextlib.suppress(ValueError):
+            UUID(name)
+            return name  # a session id
+        return self.resolve(name)
+
     def session(self, name_or_id: str | UUID) -> Session:
-        """Reopen a session by name (or UUID)."""
+        """Reopen a session by name (or UUID; with ``short_names``, a unique short form: ``resolve``)."""
         if isinstance(name_or_id, UUID):
             session_id = name_or_id
         elif isinstance(name_or_id, str) and name_or_id:
+            name_or_id = self._short(name_or_id)
             session_id = session_uuid(name_or_id)
             with contextlib.suppress(ValueError):
                 if not self.store.exists(session_id):
@@ -276,6 +308,7 @@ class Ledger:
         if isinstance(session, UUID):
             session_id = session
         elif isinstance(session, str) and session:
+            session = self._short(session)
             session_id = session_uuid(session)
             if not self.store.head_version(session_id):
                 with contextlib.suppress(ValueError):

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import parse_qs, quote, unquote, urlparse
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 import msgspec
@@ -63,6 +63,7 @@ __all__ = [
     "storage_error",
     "error_message",
     "parse_url",
+    "store_url",
     "postgres_ddl_lock",
     "LAST_POSITION",
     "MARK_ID",
@@ -166,10 +167,25 @@ class StoreApp(Application):
         return session.bytes_since_snapshot >= threshold
 
 
+def store_url(url: str) -> str:
+    """The store URL for what a user typed: a plain file path (``prof.db``, ``/data/agents.db``)
+    means a SQLite file, as in sqlite-utils; URLs (``memory://``, ``sqlite:///``, ``postgresql://``,
+    or any other ``scheme://``, refused later) are kept as they are."""
+    if not isinstance(url, str) or not url or "://" in url or url in ("memory:", ":memory:"):
+        return url
+    if url.startswith(("sqlite:", "postgresql:", "postgres:")):
+        return url  # a mistyped URL gets parse_url's message, not a file named "sqlite:x.db"
+    return "sqlite:///" + quote(url, safe="/")
+
+
 def parse_url(url: str, cipher_key: str | None) -> tuple[dict[str, str], str]:
-    """Map a store URL onto eventsourcing's persistence settings. Returns (env, sqlite path or '')."""
+    """Map a store URL (or a plain SQLite file path) onto eventsourcing's persistence settings.
+    Returns (env, sqlite path or '')."""
     if not isinstance(url, str) or not url:
         raise InvalidInputError(f"store URL must be a non-empty str, not {url!r}")
+    if url == ":memory:":
+        raise InvalidInputError("use memory:// for an in-memory ledger")
+    url = store_url(url)
     env: dict[str, str] = {"IS_SNAPSHOTTING_ENABLED": "y"}
     key = cipher_key or os.environ.get("CTXLEDGER_CIPHER_KEY")
     key_file = os.environ.get("CTXLEDGER_CIPHER_KEY_FILE")
@@ -221,7 +237,7 @@ def parse_url(url: str, cipher_key: str | None) -> tuple[dict[str, str], str]:
         env["APPLICATION_RECORDER_TOPIC"] = "engine.pgstore:PostgresApplicationRecorder"
         return env, ""
     raise InvalidInputError(
-        f"unsupported store URL {url!r}: use memory://, sqlite:///path.db or postgresql://user@host/db"
+        f"unsupported store URL {url!r}: use memory://, a file path or sqlite:///path.db, or postgresql://user@host/db"
     )
 
 
@@ -318,6 +334,7 @@ class LogStore:
 
     @classmethod
     def open(cls, url: str, *, cipher_key: str | None = None) -> LogStore:
+        url = store_url(url)
         env, sqlite_path = parse_url(url, cipher_key)
         if sqlite_path:
             _check_sqlite_file(sqlite_path)

@@ -300,7 +300,7 @@ def import_cmd(ctx, paths, fmt, name, skip_bad, as_json) -> None:
     if name is not None and len(paths) > 1:
         raise InvalidInputError("--session names one transcript; give one PATH")
     results: list[dict] = []
-    with open_ledger(ctx) as ledger, progress("importing", len(paths)) as advance:
+    with open_ledger(ctx, short_names=False) as ledger, progress("importing", len(paths)) as advance:
         for path in paths:
             try:
                 results.extend(_import_path(ledger, path, fmt, name, skip_bad))
