@@ -261,20 +261,24 @@ class SqliteSearchIndex(SearchIndex):
         return out
 
     def _details(self, reader: _Reader, terms: list[tuple[str, ...]], any_term: bool, positions: list[int]) -> dict[int, tuple[str, str, str, str]]:
+        if not positions:
+            return {}
         table = self._table(reader)
+        # One query over the positions' range, not one per position: FTS5 does not look up ``rowid IN``,
+        # but a rowid range beside MATCH is cheap, and the candidates are the newest matches below a
+        # bound, so the range holds few other matches (each query costs its MATCH set-up: 200 of them
+        # were ~1 ms each on a 1M-event session, most of a search's time).
         sql = (
-            f"SELECT span_id, role, kind, snippet({table}, 0, '«', '»', '…', {SNIPPET_WORDS}) FROM {table} "
-            f"WHERE {table} MATCH ? AND rowid = ?"  # one row at a time: FTS5 does not look up ``rowid IN``
+            f"SELECT rowid, span_id, role, kind, snippet({table}, 0, '«', '»', '…', {SNIPPET_WORDS}) FROM {table} "
+            f"WHERE {table} MATCH ? AND rowid >= ? AND rowid <= ?"
         )
-        match = self._match(terms, any_term)
-        out = {}
+        wanted = set(positions)
         with self._lock:
             try:
-                for position in positions:
-                    out[position] = self._db.execute(sql, (match, position)).fetchone()
+                rows = self._db.execute(sql, (self._match(terms, any_term), min(wanted), max(wanted))).fetchall()
             except sqlite3.Error as e:
                 raise StorageError(f"cannot search the index {self.path}: {e}") from None
-        return out
+        return {r[0]: r[1:] for r in rows if r[0] in wanted}
 
 
 # -- PostgreSQL tsvector + GIN ----------------------------------------------------------------------

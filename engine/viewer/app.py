@@ -371,9 +371,10 @@ def _compare(v: _Viewer, request: Request) -> dict[str, Any]:
 
 
 def compare_page(v: _Viewer, request: Request) -> str:
-    # not ledger.sessions(): on a store of millions of events listing them is a scan (~0.5 s)
     cmp = _compare(v, request)
-    return views.compare_page(cmp, sorted({cmp["a"]["session"], cmp["b"]["session"]}))
+    # the form's session names: the store's sessions projection, one small read (no log scan)
+    names = [i.name for i in v.ledger.sessions()]
+    return views.compare_page(cmp, sorted({cmp["a"]["session"], cmp["b"]["session"], *names}))
 
 
 # -- JSON --------------------------------------------------------------------------------------------
