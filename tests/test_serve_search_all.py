@@ -126,3 +126,12 @@ def test_bad_input_is_400_and_the_log_is_unchanged(client, store, params):
 def test_nothing_found_says_so(client):
     r = client.get("/search?q=kubernetes")
     assert r.status_code == 200 and 'id="search-none"' in r.text and "4 sessions" in r.text
+
+
+def test_a_session_written_after_a_search_is_searched_at_its_new_head(client, store):
+    ledger, _ = store
+    assert client.get("/api/search?q=kubernetes").json()["hits"] == []
+    ledger.session("quiet").observe("kubernetes pod evicted", role="tool", kind="tool_result",
+                                    meta={"tool_call_id": "k1"})
+    hits = client.get("/api/search?q=kubernetes").json()["hits"]
+    assert [(h["session"], h["span_id"], h["position"]) for h in hits] == [("quiet", "o2", 3)]

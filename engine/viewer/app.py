@@ -108,6 +108,7 @@ class _Viewer:
         self.curves = CurveCache()
         self.verdicts = CurveCache(size=64)
         self.heads = CurveCache(size=4096)  # the sessions page's numbers per (session id, head position)
+        self.opened = CurveCache(size=256)  # sessions opened at a head, for the search over every session
         self._index: Any = None
         self.fleet_enabled = fleet
         self.fleet_rows: dict[str, Any] | None = None
@@ -151,6 +152,11 @@ class _Viewer:
             if self._index is None:
                 self._index = open_search_index(self.ledger)
             return self._index
+
+    def open_at_head(self, info: Any) -> Any:
+        """The session at the head the sessions projection names, opened once per head position (a
+        search over every session would otherwise replay each session's tail on every request)."""
+        return self.opened.get((info.id, info.position), lambda: self.ledger.session(info.id))
 
     def fleet_row(self, name: str) -> Any:
         return (self.fleet_rows or {}).get(name)
@@ -345,7 +351,7 @@ def _search_all(v: _Viewer, request: Request) -> dict[str, Any]:
     q = request.query_params
     return search_all(v.search_index(), v.ledger, q.get("q") or "", role=q.get("role") or "", kind=q.get("kind") or "",
                       provenance=q.get("provenance") or "", findings_only=q.get("findings") in ("1", "on", "true"),
-                      fleet_rows=v.fleet_rows)
+                      fleet_rows=v.fleet_rows, open_session=v.open_at_head)
 
 
 def search_page(v: _Viewer, request: Request) -> str:

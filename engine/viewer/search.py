@@ -77,11 +77,13 @@ def search(index: Any, session: Session, query: str, *, role: str = "", kind: st
 
 
 def search_all(index: Any, ledger: Ledger, query: str, *, role: str = "", kind: str = "", provenance: str = "",
-               findings_only: bool = False, limit: int = 50, fleet_rows: dict[str, Any] | None = None) -> dict[str, Any]:
+               findings_only: bool = False, limit: int = 50, fleet_rows: dict[str, Any] | None = None,
+               open_session: Any = None) -> dict[str, Any]:
     """``search`` over every session of the store (the sessions projection lists them: no log
     scan), the most recently active sessions first and each session's hits newest first; every hit
     names its session, so it links to its position there. A session that cannot be read is counted
-    in ``unreadable`` and skipped: the others are still searched."""
+    in ``unreadable`` and skipped: the others are still searched. ``open_session(info)``: how a
+    session is opened (the viewer keeps them per head position), default ``ledger.session``."""
     from engine.errors import LedgerError, StoreUnavailableError
 
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
@@ -95,7 +97,7 @@ def search_all(index: Any, ledger: Ledger, query: str, *, role: str = "", kind: 
             more = True
             break
         try:
-            session = ledger.session(info.id)
+            session = open_session(info) if open_session is not None else ledger.session(info.id)
         except StoreUnavailableError:
             raise
         except LedgerError:
