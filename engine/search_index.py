@@ -101,11 +101,13 @@ class SearchIndex:
     def close(self) -> None:
         pass
 
-    def search(self, reader: _Reader, query: str, *, limit: int = 10, include_live: bool = False) -> list[SearchHit]:
+    def search(self, reader: _Reader, query: str, *, limit: int = 10, include_live: bool = False,
+               any_words: bool = True) -> list[SearchHit]:
         """Span texts with every word of ``query``, newest first; when no text has them all, the
         texts with the most of them among the ``RANK_WINDOW`` newest that have any. A word with
         punctuation (``INC-4411``, ``billing-api``) matches as written. The cost stays bounded however
-        common the words are. Live spans only with ``include_live``."""
+        common the words are. Live spans only with ``include_live``; ``any_words=False``: no fallback
+        (texts with every word only)."""
         if not isinstance(query, str):
             raise InvalidInputError(f"the search query must be a str, not {type(query).__name__}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
@@ -116,7 +118,7 @@ class SearchIndex:
         # a row is live when its position is where a live span's text came from
         skip = set() if include_live else {s.position for s in live.values()}
         found: list[tuple[float, int]] = []
-        for any_term in (False, True) if len(terms) > 1 else (False,):
+        for any_term in (False, True) if len(terms) > 1 and any_words else (False,):
             below = reader.position
             window = RANK_WINDOW if any_term else limit
             while len(found) < window and below > 0:
