@@ -108,9 +108,11 @@ def search_all(index: Any, ledger: Ledger, query: str, *, role: str = "", kind: 
             except LedgerError:
                 unreadable += 1
                 continue
+            searched += 1
+            if (provenance == "derived" or findings_only) and not session.state.n_der:
+                continue  # a session that never derived a span has no summary to find
             res = search(index, session, query, role=role, kind=kind, provenance=provenance, findings_only=findings_only,
                          limit=limit - len(hits), fleet_row=(fleet_rows or {}).get(info.name), any_words=any_words)
-            searched += 1
             hits += [{"session": session.name, **h} for h in res["hits"]]
             more = more or res["more"]
             unchecked += res["unchecked"]
