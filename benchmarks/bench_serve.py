@@ -374,9 +374,9 @@ def main() -> None:
         "",
         "The sessions page and `ctxledger sessions` read the store's sessions projection (one row per session, "
         "written in the append's transaction), not the log: "
-        + (f"this store predated it, and its first open built it from the log in {projection_s:.1f} s (once). "
+        + (f"this store predated it, and its first open built it from the log in {projection_s:.1f} s (once); "
            if projection_s is not None else "")
-        + f"The store holds {srv['sessions']} sessions: `long` and {OTHERS} of 500 events.",
+        + f"the store holds {srv['sessions']} sessions: `long` and {OTHERS} of 500 events.",
         "",
         f"The search index (FTS5 in a sidecar file beside the store) is built by the first search: {srv['search_first_s']:.1f} s "
         "for this session, then caught up incrementally; the searches above ran on the built index. The integrity "
