@@ -39,11 +39,18 @@ IMPORTERS_GROUP = "ctxledger.importers"  # entry points: transcript formats ``Le
 
 
 class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One session as the store's sessions projection knows it, without opening the session:
+    ``events`` it stored itself (a fork shares its parent's first positions), the original time of
+    its first event (``started_at``) and of its head (``last_at``), the parent of a fork."""
+
     name: str
     id: UUID
     position: int
     strict: bool
     started_at: Any = None
+    last_at: Any = None
+    events: int = 0
+    forked_from: UUID | None = None
 
 
 
@@ -60,6 +67,9 @@ class Ledger:
         self.counter = counter
         self.checker = checker  # the drift checker sessions audit and gate with (None: the lexical default)
         self._grounding_cache: GroundingCache | None = None
+        # ``session()`` and ``verify()`` also take a unique short form of a name (``resolve``): on
+        # for the command line, where names are typed; off for programs, which name sessions exactly
+        self.short_names = False
 
     @property
     def grounding_cache(self) -> GroundingCache:
@@ -185,11 +195,40 @@ class Ledger:
             raise DuplicateSessionError(f"a session named {name!r} already exists") from None
         return session
 
+    def resolve(self, text: str) -> str:
+        """The one session name ``text`` stands for: the name itself, else the only name that starts
+        or ends with it, or whose part after a source prefix (``claude-code:``, ``codex:``...) starts
+        with it — like git's short hashes (``fa812bfe`` for ``claude-code:fa812bfe-4c1e-...``).
+        Ambiguous: ``InvalidInputError`` listing the candidates; none: ``UnknownSessionError``."""
+        if not isinstance(text, str) or not text:
+            raise InvalidInputError(f"session name must be a non-empty str, not {text!r}")
+        if self.store.exists(session_uuid(text)):
+            return text
+        names = [i.name for i in self.sessions()]
+        found = [n for n in names if n.startswith(text) or n.endswith(text)
+                 or any(part.startswith(text) for part in n.split(":")[1:])]
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise UnknownSessionError(f"no session named {text!r} in {redact(self.url)}")
+        shown = ", ".join(repr(n) for n in found[:10]) + (f" and {len(found) - 10} more" if len(found) > 10 else "")
+        raise InvalidInputError(f"{text!r} is ambiguous: {len(found)} sessions match ({shown}); type more of the name")
+
+    def _short(self, name: str) -> str:
+        """``name`` resolved when short names are on and no session has exactly this name."""
+        if not self.short_names or self.store.exists(session_uuid(name)):
+            return name
+        with contextlib.suppress(ValueError):
+            UUID(name)
+            return name  # a session id
+        return self.resolve(name)
+
     def session(self, name_or_id: str | UUID) -> Session:
-        """Reopen a session by name (or UUID)."""
+        """Reopen a session by name (or UUID; with ``short_names``, a unique short form: ``resolve``)."""
         if isinstance(name_or_id, UUID):
             session_id = name_or_id
         elif isinstance(name_or_id, str) and name_or_id:
+            name_or_id = self._short(name_or_id)
             session_id = session_uuid(name_or_id)
             with contextlib.suppress(ValueError):
                 if not self.store.exists(session_id):
@@ -205,17 +244,34 @@ class Ledger:
         return isinstance(name, str) and bool(name) and self.store.exists(session_uuid(name))
 
     def sessions(self) -> list[SessionInfo]:
-        """Every session in the store: name, id, position, strictness, start time."""
-        return [
-            SessionInfo(
-                name=ev.name,
-                id=ev.originator_id,
-                position=self.store.head_version(ev.originator_id),
-                strict=ev.strict,
-                started_at=ev.at,
-            )
-            for ev in self.store.started_events()
-        ]
+        """Every session in the store, in creation order: name, id, position, strictness, event
+        count, first and last original time. Reads the store's sessions projection
+        (``engine._store.sessions_table``) and each session's start: O(sessions), however long the log."""
+        rows = self.store.session_rows()
+        if rows is None:
+            return [self._from_log(ev) for ev in self.store.started_events()]
+        out = []
+        for r in rows:
+            if r.first is None:
+                continue  # no readable SessionStarted: like the log scan, sessions() lists readable starts
+            # the start is read back (a primary-key read): a start deleted or garbled in the log is
+            # not listed, as before, and an encrypted store's name comes from it
+            first = self.store.session_event(r.id, r.first)
+            if not isinstance(first, SessionStarted):
+                continue
+            last_at = r.last_at
+            if last_at is None:
+                last_at = getattr(self.store.session_event(r.id, r.position), "at", None)
+            out.append(SessionInfo(name=first.name, id=r.id, position=r.position, strict=first.strict,
+                                   started_at=first.at, last_at=last_at, events=r.events, forked_from=r.forked_from))
+        return out
+
+    def _from_log(self, ev: SessionStarted) -> SessionInfo:
+        position = self.store.head_version(ev.originator_id)
+        head = self.store.session_event(ev.originator_id, position)
+        own = position - (ev.fork_position if ev.forked_from is not None else 0)
+        return SessionInfo(name=ev.name, id=ev.originator_id, position=position, strict=ev.strict, started_at=ev.at,
+                           last_at=getattr(head, "at", None), events=own, forked_from=ev.forked_from)
 
     def session_names(self) -> list[str]:
         """Every session with rows in the store, by name, or by id where its ``SessionStarted`` is
@@ -271,6 +327,7 @@ class Ledger:
         if isinstance(session, UUID):
             session_id = session
         elif isinstance(session, str) and session:
+            session = self._short(session)
             session_id = session_uuid(session)
             if not self.store.head_version(session_id):
                 with contextlib.suppress(ValueError):

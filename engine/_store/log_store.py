@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import parse_qs, quote, unquote, urlparse
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 import msgspec
@@ -51,6 +51,7 @@ from engine.errors import (
 )
 from engine.events import Event, SessionStarted, now
 from engine.extras import MissingExtraError
+from engine._store import sessions_table
 from engine._store.sqlite import SQLITE_FACTORY, FastSQLiteApplicationRecorder
 from projections.buffer import BufferState, apply, with_orders
 
@@ -62,6 +63,7 @@ __all__ = [
     "storage_error",
     "error_message",
     "parse_url",
+    "store_url",
     "postgres_ddl_lock",
     "LAST_POSITION",
     "MARK_ID",
@@ -130,7 +132,7 @@ class StoreApp(Application):
                     self.snapshots.recorder.insert_events_statement,
                     (stored.originator_id.hex, stored.originator_version, stored.topic, stored.state),
                 )
-            recorder.append(params, snapshot)
+            recorder.append(params, snapshot, sessions_table.rows_for(session.id, events, sealed=self.sealed))
             if snapshot is not None:
                 session.bytes_since_snapshot = 0
             return
@@ -138,7 +140,7 @@ class StoreApp(Application):
         for ev, payload in zip(events, payloads):
             prepared[id(ev)] = payload
         try:
-            self.events.put(events)
+            self.events.put(events, sessions=sessions_table.rows_for(session.id, events, sealed=self.sealed))
         finally:
             for ev in events:
                 prepared.pop(id(ev), None)
@@ -146,6 +148,11 @@ class StoreApp(Application):
             with contextlib.suppress(PersistenceError):
                 self.snapshots.put([SessionSnapshot.take(session)])
                 session.bytes_since_snapshot = 0
+
+    @property
+    def sealed(self) -> bool:
+        """Whether the store is encrypted (its projections then hold no plaintext)."""
+        return self.mapper.cipher is not None
 
     def _snapshot_due(self, session: Writable) -> bool:
         # A snapshot costs about the live buffer's size (encoded and compressed) when it is written;
@@ -160,10 +167,25 @@ class StoreApp(Application):
         return session.bytes_since_snapshot >= threshold
 
 
+def store_url(url: str) -> str:
+    """The store URL for what a user typed: a plain file path (``prof.db``, ``/data/agents.db``)
+    means a SQLite file, as in sqlite-utils; URLs (``memory://``, ``sqlite:///``, ``postgresql://``,
+    or any other ``scheme://``, refused later) are kept as they are."""
+    if not isinstance(url, str) or not url or "://" in url or url in ("memory:", ":memory:"):
+        return url
+    if url.startswith(("sqlite:", "postgresql:", "postgres:")):
+        return url  # a mistyped URL gets parse_url's message, not a file named "sqlite:x.db"
+    return "sqlite:///" + quote(url, safe="/")
+
+
 def parse_url(url: str, cipher_key: str | None) -> tuple[dict[str, str], str]:
-    """Map a store URL onto eventsourcing's persistence settings. Returns (env, sqlite path or '')."""
+    """Map a store URL (or a plain SQLite file path) onto eventsourcing's persistence settings.
+    Returns (env, sqlite path or '')."""
     if not isinstance(url, str) or not url:
         raise InvalidInputError(f"store URL must be a non-empty str, not {url!r}")
+    if url == ":memory:":
+        raise InvalidInputError("use memory:// for an in-memory ledger")
+    url = store_url(url)
     env: dict[str, str] = {"IS_SNAPSHOTTING_ENABLED": "y"}
     key = cipher_key or os.environ.get("CTXLEDGER_CIPHER_KEY")
     key_file = os.environ.get("CTXLEDGER_CIPHER_KEY_FILE")
@@ -215,7 +237,7 @@ def parse_url(url: str, cipher_key: str | None) -> tuple[dict[str, str], str]:
         env["APPLICATION_RECORDER_TOPIC"] = "engine._store.postgres:PostgresApplicationRecorder"
         return env, ""
     raise InvalidInputError(
-        f"unsupported store URL {url!r}: use memory://, sqlite:///path.db or postgresql://user@host/db"
+        f"unsupported store URL {url!r}: use memory://, a file path or sqlite:///path.db, or postgresql://user@host/db"
     )
 
 
@@ -312,6 +334,7 @@ class LogStore:
 
     @classmethod
     def open(cls, url: str, *, cipher_key: str | None = None) -> LogStore:
+        url = store_url(url)
         env, sqlite_path = parse_url(url, cipher_key)
         if sqlite_path:
             _check_sqlite_file(sqlite_path)
@@ -338,6 +361,7 @@ class LogStore:
             store = cls(app, url)
             try:
                 store._check_mark()
+                store._ensure_sessions_table()
             except BaseException:
                 store.close()  # a refused store keeps no connections open
                 raise
@@ -387,6 +411,76 @@ class LogStore:
             raise
         except Exception as e:
             raise storage_error(e, f"cannot use {redact(self.url)}") from None
+
+    # -- the sessions projection (engine._store.sessions_table) ------------------------------------------
+
+    @property
+    def _backend(self) -> str:
+        recorder = self.app.recorder
+        if isinstance(recorder, FastSQLiteApplicationRecorder):
+            return "sqlite"
+        if type(recorder).__module__ == "engine._store.postgres":
+            return "postgres"
+        return ""  # memory:// keeps no projection: its sessions are listed from the log
+
+    def _decode_at(self, session_id: UUID, position: int) -> Any:
+        """The event at a position of a session's own stream, or None when missing or unreadable."""
+        try:
+            rows = self.app.recorder.select_events(session_id, gt=position - 1, lte=position)
+            return self.decode(rows[0]) if rows else None
+        except LedgerError:
+            return None
+
+    def _ensure_sessions_table(self) -> None:
+        """Build the sessions projection from the log if the store has none yet (once per store)."""
+        backend = self._backend
+        if not backend:
+            return
+        try:
+            self._build_sessions_table(backend)
+        except LedgerError:
+            raise
+        except Exception as e:
+            raise storage_error(e, f"cannot build the sessions table of {redact(self.url)}") from None
+
+    def _build_sessions_table(self, backend: str) -> None:
+        recorder = self.app.recorder
+        if backend == "sqlite":
+            pool = recorder.datastore.pool
+            conn = pool.get_connection(is_writer=True)
+            try:
+                sessions_table.sqlite_ensure(conn._sqlite_conn, recorder.events_table_name, MARK_ID,
+                                             self._decode_at, sealed=self.app.sealed)
+            finally:
+                pool.put_connection(conn)
+            return
+        with recorder.datastore.get_connection() as conn:
+            sessions_table.postgres_ensure(conn, recorder.datastore.schema, recorder.events_table_name, MARK_ID,
+                                           self._decode_at, sealed=self.app.sealed)
+
+    def session_rows(self) -> list[sessions_table.Stored] | None:
+        """The sessions projection in creation order: one small read, whatever the log's size. None
+        for a store that keeps none (``memory://``: ``started_events`` lists its sessions)."""
+        backend = self._backend
+        if not backend:
+            return None
+        recorder = self.app.recorder
+        try:
+            if backend == "sqlite":
+                return sessions_table.sqlite_read(lambda sql: recorder._select(sql, ()))
+            with recorder.datastore.get_connection() as conn:
+                return sessions_table.postgres_read(conn, recorder.datastore.schema)
+        except Exception as e:
+            raise storage_error(e, "cannot list sessions") from None
+
+    def session_event(self, session_id: UUID, position: int) -> Any:
+        """The event at a position of a session's own stream, None when it is not there; a row that
+        does not decode raises ``CorruptLogError``."""
+        try:
+            rows = self.app.recorder.select_events(session_id, gt=position - 1, lte=position)
+        except Exception as e:
+            raise storage_error(e, "cannot read the log") from None
+        return self.decode(rows[0]) if rows else None
 
     def exists(self, session_id: UUID) -> bool:
         return self.head_version(session_id) > 0
@@ -621,7 +715,8 @@ class LogStore:
     def put_events(self, events: Sequence[Event]) -> None:
         """Store already-chained events as they are (an import): all or nothing."""
         try:
-            self.app.events.put(list(events))
+            rows = sessions_table.rows_by_session(events, sealed=self.app.sealed)
+            self.app.events.put(list(events), sessions=rows)
         except IntegrityError:
             raise ConcurrencyError("the session was written by another writer meanwhile; nothing was imported") from None
         except LedgerError:

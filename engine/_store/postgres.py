@@ -10,6 +10,8 @@ from eventsourcing.persistence import InterfaceError, OperationalError, StoredEv
 from eventsourcing.postgres import PostgresApplicationRecorder as _PgApplicationRecorder
 from eventsourcing.utils import retry
 
+from engine._store import sessions_table
+
 __all__ = ["PostgresApplicationRecorder"]
 
 
@@ -35,3 +37,11 @@ class PostgresApplicationRecorder(_PgApplicationRecorder):
             self._insert_events(curs, stored_events, **kwargs)
             self._insert_stored_events(curs, stored_events, **kwargs)
             return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+
+    def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
+        """eventsourcing's insert, then the sessions projection's rows, in the same transaction."""
+        super()._insert_stored_events(curs, stored_events, **kwargs)
+        rows = kwargs.get("sessions", ())
+        if rows:  # on a cursor of its own: eventsourcing reads the notification ids from ``curs`` next
+            with curs.connection.cursor() as own:
+                sessions_table.postgres_write(own, self.datastore.schema, rows)

@@ -29,6 +29,8 @@ from eventsourcing.sqlite import (
     SQLiteFactory as _SQLiteFactory,
 )
 
+from engine._store import sessions_table
+
 __all__ = ["FastSQLiteApplicationRecorder", "SQLiteFactory", "SQLITE_FACTORY", "STATEMENT_CACHE"]
 
 SQLITE_FACTORY = "engine._store.sqlite:SQLiteFactory"
@@ -149,9 +151,10 @@ class FastSQLiteApplicationRecorder(SQLiteApplicationRecorder):
         self,
         params: Sequence[tuple[str, int, str, bytes]],
         snapshot: tuple[str, tuple[Any, ...]] | None = None,
+        sessions: Sequence[sessions_table.Row] = (),
     ) -> None:
         """Insert (session id hex, position, topic, stored bytes) rows, plus ``snapshot`` (an insert
-        statement and its parameters), in one transaction."""
+        statement and its parameters) and the sessions projection's rows, in one transaction."""
         pool = self.datastore.pool
         conn = pool.get_connection(is_writer=True)
         try:
@@ -161,6 +164,7 @@ class FastSQLiteApplicationRecorder(SQLiteApplicationRecorder):
                 c.execute("BEGIN")
                 try:
                     c.executemany(self.insert_events_statement, params)
+                    sessions_table.sqlite_write(c, sessions)
                     if snapshot is not None:
                         c.execute(*snapshot)
                     c.execute("COMMIT")
@@ -173,7 +177,10 @@ class FastSQLiteApplicationRecorder(SQLiteApplicationRecorder):
         finally:
             pool.put_connection(conn)
 
-    def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **_: Any) -> None:
+    def _insert_events(
+        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], *,
+        sessions: Sequence[sessions_table.Row] = (), **_: Any,
+    ) -> None:
         c.executemany(
             self.insert_events_statement,
             [
@@ -186,6 +193,7 @@ class FastSQLiteApplicationRecorder(SQLiteApplicationRecorder):
                 for s in stored_events
             ],
         )
+        sessions_table.sqlite_write(c, sessions)
         return None
 
     def _select(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:

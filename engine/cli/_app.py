@@ -36,7 +36,7 @@ _json = msgspec.json.Encoder(enc_hook=lambda o: str(o))
     default="sqlite:///ctxledger.db",
     show_default=True,
     metavar="URL",
-    help="Store: sqlite:///file.db, memory://, postgresql://user@host/db (or $CTXLEDGER_URL).",
+    help="Store: a file path or sqlite:///file.db, memory://, postgresql://user@host/db (or $CTXLEDGER_URL).",
 )
 @click.option(
     "--checker",
@@ -71,12 +71,17 @@ def shorten(text: str, width: int = 60) -> str:
     return clip(printable(" ".join(text.split())), width)
 
 
-def open_ledger(ctx: click.Context):
+def open_ledger(ctx: click.Context, *, short_names: bool = True):
+    """The store of ``--db``. ``short_names``: a typed session name may be a unique prefix or suffix
+    (``Ledger.resolve``); off for the commands that create sessions by name (import, watch, proxy,
+    mcp, serve), where a new name must never land in an existing session it happens to prefix."""
     from engine.checkers.spec import checker_from_spec
     from engine.ledger import Ledger
 
     obj = ctx.find_root().obj
-    return Ledger.open(obj["url"], checker=checker_from_spec(obj.get("checker")))
+    ledger = Ledger.open(obj["url"], checker=checker_from_spec(obj.get("checker")))
+    ledger.short_names = short_names
+    return ledger
 
 
 def emit_json(obj: Any) -> None:

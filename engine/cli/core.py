@@ -64,7 +64,8 @@ def sessions_cmd(ctx: click.Context, as_json: bool) -> None:
     width = max(len(i.name) for i in infos)
     for i in infos:
         mode = "strict" if i.strict else "permissive"
-        click.echo(f"{i.name:<{width}}  {i.position:>8} events  {mode:<10}  {i.started_at:%Y-%m-%d %H:%M:%S}")
+        events = "event " if i.position == 1 else "events"
+        click.echo(f"{i.name:<{width}}  {i.position:>8} {events}  {mode:<10}  {i.started_at:%Y-%m-%d %H:%M:%S}")
 
 
 @main.command("log")
@@ -261,7 +262,7 @@ def import_cmd(ctx, paths, fmt, name, skip_bad, as_json) -> None:
     if name is not None and len(paths) > 1:
         raise InvalidInputError("--session names one transcript; give one PATH")
     results: list[dict] = []
-    with open_ledger(ctx) as ledger, progress("importing", len(paths)) as advance:
+    with open_ledger(ctx, short_names=False) as ledger, progress("importing", len(paths)) as advance:
         for path in paths:
             try:
                 results.extend(_import_path(ledger, path, fmt, name, skip_bad))

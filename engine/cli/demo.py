@@ -309,7 +309,7 @@ def demo_cmd(ctx, seed, cycles, budget, drop, merge, invent, prefix, model_spec,
 
     validate.label(prefix, "prefix")
     started = time.perf_counter()
-    with open_ledger(ctx) as ledger:
+    with open_ledger(ctx, short_names=False) as ledger:
         names = session_names(ledger, prefix)
         wl = generate(cfg.seed, cfg.cycles, scale=cfg.scale)
         with progress("drift study", len(names) * cfg.cycles) as advance:

@@ -56,7 +56,7 @@ def mcp_command(ctx: click.Context, name: str | None, follow: str | None, create
     if follow is not None:
         _serve_follow(ctx, follow, recall_tokens)
         return
-    ledger = open_ledger(ctx)
+    ledger = open_ledger(ctx, short_names=False)
     try:
         session = ledger.create_session(name) if create and name not in ledger else ledger.session(name)
         server = create_server(session, budget=budget, gate=not no_gate, by=by, ledger=ledger)

@@ -113,7 +113,7 @@ def proxy_cmd(ctx, upstream, listen, session_name, policy_name, budget, keep_tur
         keep_last_turns=keep_turns, permissive=permissive, timeout=timeout,
         token=token, allowed_hosts=tuple(allow_hosts), max_body=int(max_body_mb * 1024 * 1024),
     )
-    app = create_app(config, lambda: open_ledger(ctx))
+    app = create_app(config, lambda: open_ledger(ctx, short_names=False))
     start_live_export(otel)
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"ctxledger proxy: http://{shown}:{port} -> {without_credentials(origin)}"

@@ -71,7 +71,7 @@ def serve_cmd(ctx: click.Context, host: str, port: int, token: str | None, no_fl
         from engine.viewer.app import create_app
     except ImportError as e:
         raise MissingExtraError("ctxledger serve", "serve", getattr(e, "name", None)) from None
-    ledger = open_ledger(ctx)
+    ledger = open_ledger(ctx, short_names=False)
     app = create_app(ledger, token=token, fleet=not no_fleet)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)

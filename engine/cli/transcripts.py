@@ -61,7 +61,7 @@ def watch_cmd(ctx, directory, fmt, skip_bad, poll, as_json) -> None:
             click.echo(f"ctxledger: error: {ev.error.message}", err=True)
 
     try:
-        with open_ledger(ctx) as ledger:
+        with open_ledger(ctx, short_names=False) as ledger:
             click.echo(f"watching {directory} ({fmt}); Ctrl-C stops", err=True)
             watch(ledger, directory, format=fmt, on_event=show, stop_event=stop, skip_bad=skip_bad,
                   force_polling=poll or None)

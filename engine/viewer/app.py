@@ -14,6 +14,7 @@
     GET /api/s/<session>/integrity      the hash chain's verdict for the head (JSON, kept per head)
     GET /api/s/<session>/conversation?at=n      the log as a chat, the window ending at n (JSON)
     GET /api/s/<session>/search?q=..&role=&kind=&provenance=&findings=1   search over the whole log (JSON)
+    GET /search?q=..&role=&kind=&provenance=&findings=1 (/api/search: JSON)  the same over every session
     GET /api/s/<session>/head           the head now (the page polls it to follow a live session)
     GET /api/s/<session>/lost/<id>?at=n what the compaction that wrote summary <id> dropped (JSON)
     GET /compare?a=S&at_a=n&b=T&at_b=m  two buffers side by side, aligned by turn (/api/compare: JSON)
@@ -69,7 +70,7 @@ from engine.viewer.cache import CurveCache
 from engine.viewer.compare import compare
 from engine.viewer.conversation import conversation
 from engine.viewer.routing import routed, segment
-from engine.viewer.search import open_search_index, search
+from engine.viewer.search import open_search_index, search, search_all
 
 if TYPE_CHECKING:
     from engine.ledger import Ledger
@@ -106,6 +107,8 @@ class _Viewer:
         self.ledger = ledger
         self.curves = CurveCache()
         self.verdicts = CurveCache(size=64)
+        self.heads = CurveCache(size=4096)  # the sessions page's numbers per (session id, head position)
+        self.opened = CurveCache(size=256)  # sessions opened at a head, for the search over every session
         self._index: Any = None
         self.fleet_enabled = fleet
         self.fleet_rows: dict[str, Any] | None = None
@@ -149,6 +152,11 @@ class _Viewer:
             if self._index is None:
                 self._index = open_search_index(self.ledger)
             return self._index
+
+    def open_at_head(self, info: Any) -> Any:
+        """The session at the head the sessions projection names, opened once per head position (a
+        search over every session would otherwise replay each session's tail on every request)."""
+        return self.opened.get((info.id, info.position), lambda: self.ledger.session(info.id))
 
     def fleet_row(self, name: str) -> Any:
         return (self.fleet_rows or {}).get(name)
@@ -228,7 +236,7 @@ def _json(handler: Callable[[_Viewer, Request], Any]) -> Callable:
 
 def sessions_page(v: _Viewer, request: Request) -> str:
     v.refresh_fleet()
-    return pages.sessions_page(data.session_rows(v.ledger, v.fleet_rows), fleet_note=v.fleet_note)
+    return pages.sessions_page(data.session_rows(v.ledger, v.fleet_rows, heads=v.heads), fleet_note=v.fleet_note)
 
 
 def session_page(v: _Viewer, request: Request) -> str:
@@ -339,6 +347,23 @@ def search_fragment(v: _Viewer, request: Request) -> str:
     return views.search_fragment(_search(v, request))
 
 
+def _search_all(v: _Viewer, request: Request) -> dict[str, Any]:
+    q = request.query_params
+    return search_all(v.search_index(), v.ledger, q.get("q") or "", role=q.get("role") or "", kind=q.get("kind") or "",
+                      provenance=q.get("provenance") or "", findings_only=q.get("findings") in ("1", "on", "true"),
+                      fleet_rows=v.fleet_rows, open_session=v.open_at_head)
+
+
+def search_page(v: _Viewer, request: Request) -> str:
+    if not (request.query_params.get("q") or "").strip():
+        return views.search_page(None)  # the form alone
+    return views.search_page(_search_all(v, request))
+
+
+def api_search_all(v: _Viewer, request: Request) -> Any:
+    return _search_all(v, request)
+
+
 def _compare(v: _Viewer, request: Request) -> dict[str, Any]:
     q = request.query_params
     a_name = q.get("a") or ""
@@ -352,16 +377,17 @@ def _compare(v: _Viewer, request: Request) -> dict[str, Any]:
 
 
 def compare_page(v: _Viewer, request: Request) -> str:
-    # not ledger.sessions(): on a store of millions of events listing them is a scan (~0.5 s)
     cmp = _compare(v, request)
-    return views.compare_page(cmp, sorted({cmp["a"]["session"], cmp["b"]["session"]}))
+    # the form's session names: the store's sessions projection, one small read (no log scan)
+    names = [i.name for i in v.ledger.sessions()]
+    return views.compare_page(cmp, sorted({cmp["a"]["session"], cmp["b"]["session"], *names}))
 
 
 # -- JSON --------------------------------------------------------------------------------------------
 
 
 def api_sessions(v: _Viewer, request: Request) -> Any:
-    return {"sessions": data.session_rows(v.ledger, v.fleet_rows)}
+    return {"sessions": data.session_rows(v.ledger, v.fleet_rows, heads=v.heads)}
 
 
 def api_at(v: _Viewer, request: Request) -> Any:
@@ -517,6 +543,8 @@ def create_app(ledger: Ledger, *, token: str | None = None, fleet: bool = True) 
         Route("/_static/viewer.css", _static(CSS, "text/css")),
         Route("/_static/viewer.js", _static(JS, "text/javascript")),
         Route("/api/sessions", _json(api_sessions)),
+        Route("/api/search", _json(api_search_all)),
+        Route("/search", _html(search_page)),
         Route("/api/s/{name}/at/{n}", _json(api_at)),
         Route("/api/s/{name}/audit", _json(api_audit)),
         Route("/api/s/{name}/curve", _json(api_curve)),

@@ -411,11 +411,36 @@ def integrity(session: Session) -> dict[str, Any]:
 # -- the sessions page -----------------------------------------------------------------------------
 
 
-def session_rows(ledger: Ledger, fleet_rows: dict[str, Any] | None = None, *, open_limit: int = 300) -> list[dict[str, Any]]:
+def _opened(ledger: Ledger, info: Any) -> dict[str, Any]:
+    """The buffer's numbers at the session's head (a snapshot read and the events after it), or
+    why it cannot be read."""
+    try:
+        s = ledger.session(info.id)
+    except StoreUnavailableError:
+        raise
+    except LedgerError as e:  # this session only: listed as unreadable, the others shown
+        return {"unreadable": e.message}
+    spans = s.state.live.values()
+    return {
+        "events": s.position,
+        "live_spans": len(s.state.live),
+        "tokens": s.tokens,
+        "derived": sum(1 for x in spans if x.provenance is Provenance.DERIVED),
+        "max_generation": max((x.generation for x in spans), default=0),
+        "refusals": s.state.refusals,
+        "violations": s.state.violations,
+    }
+
+
+def session_rows(ledger: Ledger, fleet_rows: dict[str, Any] | None = None, *, open_limit: int = 300,
+                 heads: Any = None) -> list[dict[str, Any]]:
     """One row per session: events, live spans and tokens, derived, max generation, refusals,
     violations, last activity, and the fleet view's drift findings when it has a row. The first
     ``open_limit`` sessions are opened (a snapshot read each) for their buffer's numbers; the rest
-    show what the session list and the fleet view know without opening them."""
+    show what the session list and the fleet view know without opening them. ``heads`` (a
+    ``CurveCache``): keeps what each session's head showed, keyed by (session id, head position),
+    so a session is opened again only once its head moved (the list itself is the store's sessions
+    projection: no log scan)."""
     rows = []
     for k, info in enumerate(ledger.sessions()):
         fr = (fleet_rows or {}).get(info.name)
@@ -431,29 +456,15 @@ def session_rows(ledger: Ledger, fleet_rows: dict[str, Any] | None = None, *, op
             "violations": fr.violations if fr is not None else 0,
             "drift": None if fr is None else fr.drift,
             "findings": [] if fr is None else sorted({f.kind for f in (fr.audit or fr.findings)}),
-            "last": _time(fr.last_event_at) if fr is not None else "",
+            "last": _time(info.last_at) if info.last_at is not None else (_time(fr.last_event_at) if fr is not None else ""),
             "started": _time(info.started_at),
             "unreadable": "",
         }
         if k < open_limit:
-            try:
-                s = ledger.session(info.id)
-            except StoreUnavailableError:
-                raise
-            except LedgerError as e:  # this session only: listed as unreadable, the others shown
-                row["unreadable"] = e.message
-                rows.append(row)
-                continue
-            spans = s.state.live.values()
-            row.update(
-                events=s.position,
-                live_spans=len(s.state.live),
-                tokens=s.tokens,
-                derived=sum(1 for x in spans if x.provenance is Provenance.DERIVED),
-                max_generation=max((x.generation for x in spans), default=0),
-                refusals=s.state.refusals,
-                violations=s.state.violations,
-                last=_time(s.event(s.position).at) if s.position else "",
-            )
+            opened = _opened(ledger, info) if heads is None else heads.get((info.id, info.position),
+                                                                           lambda: _opened(ledger, info))
+            row.update(opened)
+            if not row["last"] and "unreadable" not in opened and info.position:
+                row["last"] = _time(ledger.session(info.id).event(info.position).at)
         rows.append(row)
     return rows

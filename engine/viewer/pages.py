@@ -73,6 +73,9 @@ def sessions_page(rows: list[dict[str, Any]], *, fleet_note: str) -> str:
         '<p class="controls"><label>filter <input id="filter" type="search" placeholder="session name or finding" '
         'autocomplete="off"></label> <label><input id="only-flagged" type="checkbox"> only sessions with drift or '
         "refusals</label></p>"
+        '<form id="search-all" action="/search" class="controls"><input name="q" type="search" required '
+        'placeholder="search every session: words, e.g. 503 billing-api" autocomplete="off" maxlength="500" size="40"> '
+        "<button>search</button></form>"
     )
     cols = [
         ("name", "session", "text"),

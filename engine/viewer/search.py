@@ -1,4 +1,4 @@
-"""Search over a session's whole log, with filters, for the viewer: text through the store's
+"""Search over a session's whole log, or over every session of the store, with filters, for the viewer: text through the store's
 full-text index (``engine.search_index``: FTS5 beside a SQLite store, ``tsvector`` in PostgreSQL),
 then role, kind, provenance and "with findings only"; each hit links to its position."""
 
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from engine.ledger import Ledger
     from engine.session import Session
 
-__all__ = ["FETCH", "MAX_QUERY", "open_search_index", "search"]
+__all__ = ["FETCH", "MAX_QUERY", "open_search_index", "search", "search_all"]
 
 MAX_QUERY = 500
 FETCH = 200  # hits read from the index before the filters; a page shows up to ``limit`` of them
@@ -30,7 +30,7 @@ def open_search_index(ledger: Ledger):
 
 
 def search(index: Any, session: Session, query: str, *, role: str = "", kind: str = "", provenance: str = "",
-           findings_only: bool = False, limit: int = 50, fleet_row: Any = None) -> dict[str, Any]:
+           findings_only: bool = False, limit: int = 50, fleet_row: Any = None, any_words: bool = True) -> dict[str, Any]:
     """Span texts of the session's log that hold every word of ``query`` (newest first), filtered.
     ``findings_only``: summaries with grounding findings (``engine.viewer.findings``: the fleet
     view's audit, or a check within a budget; the summaries it could not check are counted in
@@ -44,7 +44,7 @@ def search(index: Any, session: Session, query: str, *, role: str = "", kind: st
     for name, value in (("role", role), ("kind", kind)):
         if len(value) > 64:
             raise InvalidInputError(f"{name} is longer than 64 characters")
-    hits = index.search(session, query, limit=FETCH, include_live=True)
+    hits = index.search(session, query, limit=FETCH, include_live=True, any_words=any_words)
     out = []
     budget = Budget()
     known = audited(session, fleet_row) if findings_only else None
@@ -72,3 +72,50 @@ def search(index: Any, session: Session, query: str, *, role: str = "", kind: st
             break
     return {"session": session.name, "query": query, "role": role, "kind": kind, "provenance": provenance,
             "findings_only": findings_only, "hits": out, "more": len(hits) >= FETCH, "unchecked": unchecked}
+
+
+def search_all(index: Any, ledger: Ledger, query: str, *, role: str = "", kind: str = "", provenance: str = "",
+               findings_only: bool = False, limit: int = 50, fleet_rows: dict[str, Any] | None = None,
+               open_session: Any = None) -> dict[str, Any]:
+    """``search`` over every session of the store (the sessions projection lists them: no log
+    scan), the most recently active sessions first and each session's hits newest first (texts with
+    every word; the any-word fallback only when no session has one); every hit
+    names its session, so it links to its position there. A session that cannot be read is counted
+    in ``unreadable`` and skipped: the others are still searched. ``open_session(info)``: how a
+    session is opened (the viewer keeps them per head position), default ``ledger.session``."""
+    from engine.errors import LedgerError, StoreUnavailableError
+
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidInputError(f"limit must be a positive int; got {limit!r}")
+    infos = sorted(ledger.sessions(), key=lambda i: (i.last_at is not None, str(i.last_at or "")), reverse=True)
+    hits: list[dict[str, Any]] = []
+    more = False
+    unchecked = unreadable = searched = 0
+    # texts with every word, in every session, first; only when none has them, each session's best
+    # any-word matches (the per-session search's fallback, which costs a ranking window per session)
+    for any_words in (False, True):
+        unchecked = unreadable = searched = 0
+        for info in infos:
+            if len(hits) >= limit:
+                more = True
+                break
+            try:
+                session = open_session(info) if open_session is not None else ledger.session(info.id)
+            except StoreUnavailableError:
+                raise
+            except LedgerError:
+                unreadable += 1
+                continue
+            searched += 1
+            if (provenance == "derived" or findings_only) and not session.state.n_der:
+                continue  # a session that never derived a span has no summary to find
+            res = search(index, session, query, role=role, kind=kind, provenance=provenance, findings_only=findings_only,
+                         limit=limit - len(hits), fleet_row=(fleet_rows or {}).get(info.name), any_words=any_words)
+            hits += [{"session": session.name, **h} for h in res["hits"]]
+            more = more or res["more"]
+            unchecked += res["unchecked"]
+        if hits or len(query.split()) < 2:
+            break
+    return {"session": None, "query": query, "role": role, "kind": kind, "provenance": provenance,
+            "findings_only": findings_only, "hits": hits, "more": more, "unchecked": unchecked,
+            "sessions": len(infos), "searched": searched, "unreadable": unreadable}

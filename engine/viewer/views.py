@@ -5,12 +5,13 @@ scrubber's). Same rules as ``pages``: every value from a session goes through ``
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from engine.viewer.escape import esc, esc_text
 from engine.viewer.markdown import render
 from engine.viewer.pages import PREVIEW_CHARS, _badge, page, source_list, tool_call, url
 
-__all__ = ["COLLAPSE_CHARS", "compare_page", "conversation_fragment", "search_fragment"]
+__all__ = ["COLLAPSE_CHARS", "compare_page", "conversation_fragment", "search_fragment", "search_page"]
 
 COLLAPSE_CHARS = 1_200  # longer texts are folded: a preview, more one click away
 FOLD_CHARS = 4_000  # what the fold holds; the span panel shows the whole text
@@ -173,6 +174,61 @@ def search_fragment(res: dict[str, Any]) -> str:
     if res["more"]:
         out.append('<p class="meta">the newest 200 matches were searched: add words to narrow it down</p>')
     return "\n".join(out)
+
+
+ROLES = ("user", "assistant", "tool", "system")
+KINDS = ("message", "tool_call", "tool_result", "summary")
+
+
+def _select(name: str, label: str, values: tuple[str, ...], chosen: str, any_label: str) -> str:
+    opts = "".join(f'<option{" selected" if v == chosen else ""}>{esc(v)}</option>' for v in values)
+    return (f'<select name="{name}" id="all-{name}" aria-label="{label}"><option value="">{any_label}</option>'
+            f"{opts}</select>")
+
+
+def search_page(res: dict[str, Any] | None, *, error: str = "") -> str:
+    """Search over every session of the store: a plain GET form, each hit linking to its session at
+    its position (the span's panel opened)."""
+    q = res or {"query": "", "role": "", "kind": "", "provenance": "", "findings_only": False}
+    prov = "".join(f'<option value="{v}"{" selected" if v == q["provenance"] else ""}>{v}</option>'
+                   for v in ("observed", "derived"))
+    form = (f'<form id="all-search" action="/search" class="controls"><input name="q" id="all-q" type="search" required '
+            f'value="{esc(q["query"])}" placeholder="words, e.g. 503 billing-api" autocomplete="off" maxlength="500"> '
+            f'{_select("role", "role", ROLES, q["role"], "any role")} {_select("kind", "kind", KINDS, q["kind"], "any kind")} '
+            f'<select name="provenance" id="all-provenance" aria-label="provenance"><option value="">observed or derived'
+            f'</option>{prov}</select> <label><input type="checkbox" name="findings" value="1" id="all-findings"'
+            f'{" checked" if q["findings_only"] else ""}> with findings only</label> <button>search</button></form>')
+    if error:
+        results = f'<p class="none" id="search-error">{esc(error)}</p>'
+    elif res is None:
+        results = '<p class="meta">every session of the store, the most recently active first</p>'
+    elif not res["hits"]:
+        results = (f'<p class="none" id="search-none">Nothing in {res["searched"]:,} session'
+                   f'{"" if res["searched"] == 1 else "s"} matches “{esc(res["query"])}” with these filters.</p>')
+    else:
+        items = []
+        for h in res["hits"]:
+            snippet = esc_text(h["snippet"]).replace("«", "<mark>").replace("»", "</mark>")
+            findings = "".join(f'<li class="{esc(f["severity"])}">{esc(f["message"])}</li>' for f in h["findings"])
+            link = url("s", h["session"], at=h["position"]) + "#" + quote(h["span_id"], safe="")
+            items.append(
+                f'<li class="hit {esc(h["provenance"])}" data-session="{esc(h["session"])}">'
+                f'<a href="{esc(link)}">{esc(h["session"])} · {esc(h["span_id"])} at {h["position"]:,}</a> '
+                f'{esc(h["role"])}/{esc(h["kind"])} · {esc(h["status"])}<br><span class="snip">{snippet}</span>'
+                f'{f"<ul class=findings>{findings}</ul>" if findings else ""}</li>')
+        n = len(res["hits"])
+        results = (f'<p class="meta" id="search-count">{n:,} match{"" if n == 1 else "es"} in {res["searched"]:,} '
+                   f'session{"" if res["searched"] == 1 else "s"}</p><ol class="hits" id="all-hits" data-count="{n}">'
+                   f'{"".join(items)}</ol>')
+        if res["more"]:
+            results += '<p class="meta">more matches than shown: add words or filters to narrow it down</p>'
+    if res is not None and res.get("unreadable"):
+        results += f'<p class="meta">{res["unreadable"]:,} unreadable session(s) skipped</p>'
+    body = (f'<header class="bar"><a href="/" class="home">ctxledger</a> <h1>search</h1>'
+            f'<span class="meta">text, role, kind, provenance and findings over every session\'s whole log</span></header>'
+            f"{form}<section id=\"all-results\">{results}</section>")
+    title = f"search {q['query']} · ctxledger" if q["query"] else "search · ctxledger"
+    return page(title, body, page_id="search")
 
 
 def _cell(spans: list[dict[str, Any]]) -> str:

@@ -194,23 +194,9 @@ def page_checks(request, tmp_path_factory):
     pool.shutdown(wait=True, cancel_futures=True)
 
 
-# Pages whose examples write a fixed store or session name and so do not run twice yet (each fails on
-# its second run: a DuplicateSessionError, or a resumed session printing more). Their owners make
-# them re-runnable (a store of their own, started afresh, as docs/serve.md and docs/openai-agents.md
-# do) and take them off this list; a listed page that runs twice fails the test, so the list only
-# shrinks.
-ONCE_ONLY = {"docs/compaction-and-rendering.md", "docs/core-api.md", "docs/langchain.md", "docs/operations.md",
-             "docs/proxy.md"}
-
-
 @pytest.mark.parametrize("page", _pages_with_code(), ids=_name)
 def test_every_python_block_of_the_page_runs_and_prints_what_the_page_shows(page, page_checks):
     problems = page_checks[page].result()
-    if _name(page) in ONCE_ONLY:
-        first = [p for p in problems if not p.startswith("run 2 ")]
-        assert not first, "\n\n".join(first)
-        assert problems, f"{_name(page)} now runs twice: take it off ONCE_ONLY in tests/architecture/test_docs.py"
-        return
     assert not problems, "\n\n".join(problems)
 
 

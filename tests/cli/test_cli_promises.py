@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -106,6 +107,26 @@ def test_report_json(store):
     url, d = store
     body = json.loads(run(url, "report", "clean", "-o", str(d / "r.html"), "--json").output)
     assert body["sessions"] == ["clean"] and body["bytes"] == (d / "r.html").stat().st_size
+
+
+def _commands(group, prefix=()):
+    import click
+
+    for name, cmd in group.commands.items():
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, (*prefix, name))
+        else:
+            yield " ".join((*prefix, name)), cmd
+
+
+def test_every_command_has_json_except_the_ones_the_readme_names():
+    from pathlib import Path
+
+    without = {name for name, cmd in _commands(main) if not any("--json" in getattr(p, "opts", ()) for p in cmd.params)}
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    sentence = readme[readme.index("for machines, except"):].split(". ", 1)[0]
+    named = {m for m in re.findall(r"`([a-z -]+)`", sentence)}
+    assert without == named, f"commands without --json: {sorted(without)}; the README names: {sorted(named)}"
 
 
 def test_log_json_emits_default_role_and_kind(store):

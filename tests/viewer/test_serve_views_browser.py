@@ -188,3 +188,33 @@ def test_a_summary_panel_shows_what_its_compaction_dropped(server, page, tmp_pat
     page.locator("#lost-box details.lost summary").first.click()
     _shot(page, tmp_path, "lost")
     _clean(page)
+
+
+def test_search_every_session_by_keyboard_and_open_a_hit(server, page, tmp_path):
+    base, ledger = server
+    page.goto(f"{base}/")
+    page.wait_for_selector("html[data-rendered=ok]", state="attached")
+    page.focus("#search-all input[name=q]")
+    page.keyboard.type("deploy")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#all-hits", state="attached")
+    sessions = set(page.eval_on_selector_all("#all-hits li.hit", "els => els.map(e => e.dataset.session)"))
+    assert len(sessions) >= 2  # the demo's runs share one workload: hits in more than one session
+    page.select_option("#all-kind", "tool_call")
+    page.focus("#all-q")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#all-hits, #search-none", state="attached")
+    assert "kind=tool_call" in page.url
+    kinds = page.eval_on_selector_all("#all-hits li.hit", "els => els.map(e => e.textContent)")
+    assert kinds and all("/tool_call" in k for k in kinds)
+    _shot(page, tmp_path, "search-every-session")
+    first = page.locator("#all-hits li.hit a").first
+    session = page.locator("#all-hits li.hit").first.get_attribute("data-session")
+    href = first.get_attribute("href")
+    span, position = href.split("#", 1)[1], int(href.split("at=", 1)[1].split("#")[0])
+    first.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_selector(f"html[data-page=session][data-at='{position}']", state="attached")
+    page.wait_for_function("id => (document.getElementById('panel-span') || {}).textContent === id", arg=span)
+    assert page.inner_text("header h1") == session
+    _clean(page)
