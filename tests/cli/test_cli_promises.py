@@ -123,7 +123,7 @@ def test_every_command_has_json_except_the_ones_the_readme_names():
     from pathlib import Path
 
     without = {name for name, cmd in _commands(main) if not any("--json" in getattr(p, "opts", ()) for p in cmd.params)}
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     sentence = readme[readme.index("for machines, except"):].split(". ", 1)[0]
     named = {m for m in re.findall(r"`([a-z -]+)`", sentence)}
     assert without == named, f"commands without --json: {sorted(without)}; the README names: {sorted(named)}"
