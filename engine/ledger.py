@@ -59,6 +59,7 @@ class Ledger:
         self.counter = counter
         self.checker = checker  # the drift checker sessions audit and gate with (None: the lexical default)
         self._grounding_cache: GroundingCache | None = None
+        self._blame_finder: Any = False  # not made yet
 
     @property
     def grounding_cache(self) -> GroundingCache:
@@ -69,6 +70,18 @@ class Ledger:
             encrypted = mapper is None or bool(getattr(mapper, "cipher", None))
             self._grounding_cache = open_cache(self.url, encrypted=encrypted)
         return self._grounding_cache
+
+    @property
+    def blame_finder(self) -> Any:
+        """How the sessions this ledger opens find blame's facts: through the search index beside
+        a SQLite file (``engine.blame_index``); None (a walk of the log) for other stores."""
+        if self._blame_finder is False:
+            from engine.blame_index import finder
+
+            mapper = getattr(getattr(self.store, "app", None), "mapper", None)
+            encrypted = mapper is None or bool(getattr(mapper, "cipher", None))
+            self._blame_finder = finder(self.url, encrypted=encrypted)
+        return self._blame_finder
 
     # opening ---------------------------------------------------------------------------------
 
@@ -158,6 +171,7 @@ class Ledger:
         state = apply(state, started, lambda p: self.store.read_event(session_id, p))
         session = Session.starting(self.store, self.counter, state, started, payload, checker=self.checker)
         session.grounding_cache = self.grounding_cache
+        session.blame_finder = self.blame_finder
         try:
             self.store.save(session)
         except ConcurrencyError:
@@ -179,6 +193,7 @@ class Ledger:
         state, head = self.store.load(session_id, display=str(name_or_id))
         session = Session(self.store, self.counter, state, head, checker=self.checker)
         session.grounding_cache = self.grounding_cache
+        session.blame_finder = self.blame_finder
         return session
 
     def __contains__(self, name: str) -> bool:
