@@ -30,7 +30,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import StorageError
-from engine.events import Expanded, Observed, Pruned, Rederived, Rewritten
+from engine.events import Expanded, Pruned, Rederived, Rewritten
 from projections.blame import Facts, _Origin
 from projections.buffer import span_from_event
 
