@@ -12,6 +12,8 @@ The benchmarks use it to say what share of each command is the checker's own wor
 from __future__ import annotations
 
 import atexit
+import importlib.abc
+import importlib.util
 import json
 import os
 import runpy
@@ -21,11 +23,7 @@ import time
 _spent = [0.0, 0]
 
 
-def _wrap() -> None:
-    import projections.grounding.checker as checker
-
-    original = checker.run_checker
-
+def _timed(original):
     def timed(*args, **kwargs):
         t = time.process_time()
         try:
@@ -34,15 +32,33 @@ def _wrap() -> None:
             _spent[0] += time.process_time() - t
             _spent[1] += 1
 
-    checker.run_checker = timed
-    for name in ("engine.grounding_cache", "projections.audit", "projections.blame"):
-        module = sys.modules.get(name)
-        if module is None:
-            import importlib
+    return timed
 
-            module = importlib.import_module(name)
-        if getattr(module, "run_checker", None) is original:
-            module.run_checker = timed
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Times ``run_checker`` from the moment its module is loaded (it is not imported here: a
+    process that never checks, like a hook for an event it ignores, loads nothing more). The
+    modules that import the name afterwards get the timed function."""
+
+    NAME = "projections.grounding.checker"
+
+    def find_spec(self, name, path, target=None):
+        if name != self.NAME:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            module.run_checker = _timed(module.run_checker)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _wrap() -> None:
+    sys.meta_path.insert(0, _PatchOnImport())
 
 
 def _report() -> None:
