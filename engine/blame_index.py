@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from engine.reading import LogReader
     from engine.search_index import SqliteSearchIndex
 
-__all__ = ["finder", "index_facts", "match_expression"]
+__all__ = ["finder", "index_facts", "install", "match_expression"]
 
 _WORD = re.compile(r"[a-z0-9]+")
 MAX_TERMS = 400  # a needle cut at both ends that matches more indexed words is left to the walk
@@ -137,7 +137,8 @@ def index_facts(reader: LogReader, needle: str, index: SqliteSearchIndex) -> Fac
 
 def finder(url: str | None, *, encrypted: bool) -> Any:
     """The ``find`` hook ``projections.blame.blame`` takes, for the store at ``url``: through the
-    search index beside a SQLite file; None (walk the log) for every other store."""
+    search index beside a SQLite file; None (walk the log) for every other store. (The ledger
+    cannot import the search index, a layer above it: ``install`` hands it the finder.)"""
     if encrypted or not url or not url.startswith("sqlite://"):
         return None
     path = url[len("sqlite://") :][1:].split("?", 1)[0]
@@ -159,3 +160,12 @@ def finder(url: str | None, *, encrypted: bool) -> Any:
             return None
 
     return find
+
+
+def install(ledger: Any) -> Any:
+    """Let the sessions ``ledger`` opens from now on blame through the search index (the CLI's
+    ledgers do: ``engine.cli._app.open_ledger``); returns the ledger."""
+    mapper = getattr(getattr(ledger.store, "app", None), "mapper", None)
+    encrypted = mapper is None or bool(getattr(mapper, "cipher", None))
+    ledger.blame_finder = finder(ledger.url, encrypted=encrypted)
+    return ledger

@@ -59,7 +59,9 @@ class Ledger:
         self.counter = counter
         self.checker = checker  # the drift checker sessions audit and gate with (None: the lexical default)
         self._grounding_cache: GroundingCache | None = None
-        self._blame_finder: Any = False  # not made yet
+        # how its sessions find blame's facts (engine.blame_index.install sets the search index's
+        # finder; None: blame walks the log)
+        self.blame_finder: Any = None
 
     @property
     def grounding_cache(self) -> GroundingCache:
@@ -70,18 +72,6 @@ class Ledger:
             encrypted = mapper is None or bool(getattr(mapper, "cipher", None))
             self._grounding_cache = open_cache(self.url, encrypted=encrypted)
         return self._grounding_cache
-
-    @property
-    def blame_finder(self) -> Any:
-        """How the sessions this ledger opens find blame's facts: through the search index beside
-        a SQLite file (``engine.blame_index``); None (a walk of the log) for other stores."""
-        if self._blame_finder is False:
-            from engine.blame_index import finder
-
-            mapper = getattr(getattr(self.store, "app", None), "mapper", None)
-            encrypted = mapper is None or bool(getattr(mapper, "cipher", None))
-            self._blame_finder = finder(self.url, encrypted=encrypted)
-        return self._blame_finder
 
     # opening ---------------------------------------------------------------------------------
 

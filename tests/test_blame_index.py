@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import EstimateCounter, InvalidInputError, Ledger, LedgerError
-from engine.blame_index import index_facts, match_expression
+from engine.blame_index import index_facts, install, match_expression
 from engine.search_index import open_index
 from projections.blame import blame, walk
 
@@ -74,7 +74,7 @@ def _needles(session, pick: int) -> list[str]:
 def test_index_blame_equals_the_walk(tmp_path_factory, script, pick):
     strict, ops = script
     path = tmp_path_factory.mktemp("blame") / "ledger.db"
-    with Ledger.open(f"sqlite:///{path}", token_counter=EstimateCounter()) as led:
+    with install(Ledger.open(f"sqlite:///{path}", token_counter=EstimateCounter())) as led:
         s = led.create_session("s", strict=strict)
         _play(s, ops)
         s = led.session("s")
@@ -98,7 +98,7 @@ def test_the_index_answers_the_cli_blame(tmp_path):
     """``Session.blame`` takes the index path on a SQLite store, and reads no observation bodies
     from the log to find the hits (only the summaries' structural events and the holders)."""
     path = tmp_path / "ledger.db"
-    with Ledger.open(f"sqlite:///{path}", token_counter=EstimateCounter()) as led:
+    with install(Ledger.open(f"sqlite:///{path}", token_counter=EstimateCounter())) as led:
         s = led.create_session("s")
         ids = [s.observe(f"step {k} ran tail_wrapper.sh --fast" if k == 7 else f"step {k} ran make").id for k in range(40)]
         s.rewrite(ids[:20], "steps 0-19 ran make")
@@ -145,7 +145,7 @@ def test_bad_needles_are_typed_errors_and_change_nothing(tmp_path):
 
 def test_an_unreadable_index_leaves_blame_to_the_walk(tmp_path):
     path = tmp_path / "ledger.db"
-    with Ledger.open(f"sqlite:///{path}", token_counter=EstimateCounter()) as led:
+    with install(Ledger.open(f"sqlite:///{path}", token_counter=EstimateCounter())) as led:
         s = led.create_session("s")
         a = s.observe("ran tail_wrapper.sh")
         s.rewrite([a.id], "ran it")

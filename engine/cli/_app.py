@@ -90,8 +90,10 @@ def open_ledger(ctx: click.Context):
     from engine.checkers.spec import checker_from_spec
     from engine.ledger import Ledger
 
+    from engine.blame_index import install
+
     obj = ctx.find_root().obj
-    return Ledger.open(obj["url"], checker=checker_from_spec(obj.get("checker")))
+    return install(Ledger.open(obj["url"], checker=checker_from_spec(obj.get("checker"))))
 
 
 def emit_json(obj: Any) -> None:
