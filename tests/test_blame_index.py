@@ -94,8 +94,8 @@ def test_index_blame_equals_the_walk(tmp_path_factory, script, pick):
                     assert index_facts(view, folded, index) is not None, needle  # the index answered
 
 
-def test_the_index_answers_the_cli_blame(tmp_path):
-    """``Session.blame`` takes the index path on a SQLite store, and reads no observation bodies
+def test_the_index_answers_the_sessions_blame(tmp_path):
+    """``Session.blame`` of an installed ledger takes the index path, and reads no observation bodies
     from the log to find the hits (only the summaries' structural events and the holders)."""
     path = tmp_path / "ledger.db"
     with install(Ledger.open(f"sqlite:///{path}", token_counter=EstimateCounter())) as led:
