@@ -45,8 +45,7 @@ from _results import machine, write_section  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "data" / "transcripts" / "claude_spotter_ae4a77f8_manual.jsonl"
 SUBAGENTS = REAL.parent / REAL.stem / "subagents"
-_VENV = ROOT / ".venv" if (ROOT / ".venv").exists() else ROOT.parent / "main" / ".venv"  # a worktree shares main's
-CLI = str(_VENV / "bin" / "ctxledger")
+CHECKER_TIME = str(ROOT / "benchmarks" / "_checker_time.py")  # ctxledger, noting the checker's share
 NEEDLE = "tail_wrapper.sh"  # the issue's blame (not in this session: every span is looked at, none holds it)
 IN_SUMMARY = "set_attributes_safely"  # in every copy's summary: that blame judges the live summary
 SESSION = "long"
@@ -77,6 +76,7 @@ def repeated(copies: int) -> bytes:
 
 
 CPU: dict[str, float] = {}  # label -> CPU seconds (user + system) of the last run under that label
+CHECK: dict[str, float] = {}  # label -> CPU seconds of that run spent in the checker's run_checker
 
 
 def run(args: list[str], db: str, cwd: Path, label: str = "", tree: Path = ROOT) -> tuple[float, subprocess.CompletedProcess]:
@@ -84,11 +84,15 @@ def run(args: list[str], db: str, cwd: Path, label: str = "", tree: Path = ROOT)
     ``CPU[label]`` (the machine is shared, so the CPU time is the steadier measure)."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    note = cwd / "checker-time.json"
+    env = {**os.environ, "CTXLEDGER_CHECKER_TIME": str(note), "CTXLEDGER_NO_PROGRESS": "1"}
     t = time.perf_counter()
-    done = subprocess.run([CLI, "--db", db, *args], cwd=cwd, capture_output=True, text=True, env=env)
+    done = subprocess.run([sys.executable, CHECKER_TIME, "--db", db, *args], cwd=cwd, capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     CPU[label] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    CHECK[label] = json.loads(note.read_text())["checker"] if note.exists() else 0.0
+    note.unlink(missing_ok=True)
     if done.returncode not in (0, 1):
         raise SystemExit(f"ctxledger {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-800:]}")
     return elapsed, done
@@ -103,6 +107,7 @@ COMMANDS = [
     ("report", ["report", SESSION, "-o", "report.html"]),
     ("fleet (first)", ["fleet", "--json"]),
     ("lost", ["lost", SESSION, "--json"]),
+    ("lost (second)", ["lost", SESSION, "--json"]),
 ]
 
 
@@ -115,10 +120,14 @@ def measure(copies: int, work: Path) -> dict:
         (d / sid / "subagents" / f.name).write_bytes(f.read_bytes())
     db = f"sqlite:///{d / 'ledger.db'}"
     t_import, _ = run(["import", str(d / f"{sid}.jsonl"), "--session", SESSION], db, d)
-    row = {"copies": copies, "bytes": (d / f"{sid}.jsonl").stat().st_size, "import": t_import, "cpu": {}}
+    import shutil
+
+    shutil.copy(d / "ledger.db", d / "never-audited.db")  # for the fleet's first run on an import nothing read yet
+    row = {"copies": copies, "bytes": (d / f"{sid}.jsonl").stat().st_size, "import": t_import, "cpu": {}, "checker": {}}
     for label, args in COMMANDS:
         row[label], done = run(args, db, d, label)
         row["cpu"][label] = CPU[label]
+        row["checker"][label] = CHECK[label]
         if label == "audit (first)":
             report = json.loads(done.stdout)
             row["derived"] = report.get("derived_checked", 0)
@@ -126,12 +135,16 @@ def measure(copies: int, work: Path) -> dict:
         if label == "audit (second)":
             again = json.loads(done.stdout)
             assert again.get("findings") == report.get("findings"), "the second audit differs from the first"
+    label = "fleet (first, never audited)"
+    row[label], _ = run(["fleet", "--json"], f"sqlite:///{d / 'never-audited.db'}", d, label)
+    row["cpu"][label], row["checker"][label] = CPU[label], CHECK[label]
     # one more compaction: the transcript grows by one copy, the import takes only the new lines
     (d / f"{sid}.jsonl").write_bytes(repeated(copies + 1))
     run(["import", str(d / f"{sid}.jsonl"), "--session", SESSION], db, d)
     label = "audit (+1 compaction)"
     row[label], _ = run(["audit", SESSION, "--json"], db, d, label)
     row["cpu"][label] = CPU[label]
+    row["checker"][label] = CHECK[label]
     return row
 
 
@@ -230,7 +243,7 @@ def main() -> None:
             rows.append(measure(n, work))
             print(json.dumps(rows[-1]), file=sys.stderr)
         prof = profile(max(args.copies), work, args.profile) if args.profile else ""
-    labels = [label for label, _ in COMMANDS] + ["audit (+1 compaction)"]
+    labels = [label for label, _ in COMMANDS] + ["fleet (first, never audited)", "audit (+1 compaction)"]
     lines = []
     for title, get in (("CPU seconds", lambda r, k: r["cpu"][k]), ("Wall seconds", lambda r, k: r[k])):
         lines += [f"{title} (× `export` of the same session):", "",
@@ -244,6 +257,13 @@ def main() -> None:
             growth = " · ".join(f"{k} {get(hi, k) / get(lo, k):.1f}×" for k in labels)
             lines += ["", f"Growth {lo['copies']}× → {hi['copies']}×: {growth}"]
         lines.append("")
+    lines += ["The checker's own share: CPU seconds inside `run_checker` (the lexical rules checking a summary; "
+              "what the checker's own speed-up divides) / the process's CPU seconds:", "",
+              "| copies | MB | " + " | ".join(labels) + " |", "|" + "---:|" * (2 + len(labels))]
+    for r in rows:
+        cells = [f"{r['checker'][k]:.2f} / {r['cpu'][k]:.2f}" for k in labels]
+        lines.append(f"| {r['copies']}× | {r['bytes'] / 1e6:.1f} | " + " | ".join(cells) + " |")
+    lines.append("")
     cmd = "python benchmarks/bench_forensics.py" + (f" --copies {' '.join(map(str, args.copies))}" if args.copies != [1, 4, 8] else "")
     body = "\n".join(
         [
@@ -254,8 +274,13 @@ def main() -> None:
             "imported into the default SQLite store; each command a fresh `ctxledger` process, wall clock, "
             "(ratio to `export` of the same session in the same run). `audit (second)` reads the kept "
             "grounding results (`engine.grounding_cache`); `audit (+1 compaction)`: after the transcript "
-            "grew by one more copy (one more compaction) and was re-imported. The machine is shared: the "
-            "CPU seconds of each process are the steadier measure.",
+            "grew by one more copy (one more compaction) and was re-imported. `blame` reads the search "
+            "index (`engine.blame_index`; its first run builds the index); `lost (second)` reads the kept "
+            "report (`engine.lost_kept`); `fleet (first, never audited)`: the fleet's first run on a copy of "
+            "the store taken right after the import (no grounding result kept: one audit of the live summary). "
+            "Each process runs through `benchmarks/_checker_time.py`, which notes the CPU seconds spent in the "
+            "checker's `run_checker`. The machine is shared: the CPU seconds of each process are the steadier "
+            "measure.",
             "",
             *lines,
         ]

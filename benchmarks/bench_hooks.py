@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -82,7 +83,12 @@ class Bench:
         (self.transcript.parent / SID / "subagents").mkdir(parents=True)
         shutil.copy(COMPACT_CALL, self.transcript.parent / SID / "subagents" / COMPACT_CALL.name)
         self.db_file = work / "hooks.db"
-        self.command = [sys.executable, "-m", "engine.hooks", "claude-code", "--db", f"sqlite:///{self.db_file}"]
+        # the installed command (python -m engine.hooks ...), through the wrapper that notes the checker's CPU share
+        self.note = work / "checker-time.json"
+        self.env["CTXLEDGER_CHECKER_TIME"] = str(self.note)
+        self.command = [sys.executable, str(Path(__file__).resolve().parent / "_checker_time.py"), "-m", "engine.hooks",
+                        "claude-code", "--db", f"sqlite:///{self.db_file}"]
+        self.cpu: list[tuple[float, float]] = []  # (CPU s, checker CPU s) of each timed hook run
         self.stores: dict[int, Path] = {}
 
     def write(self, upto: int) -> None:
@@ -115,19 +121,27 @@ class Bench:
                 shutil.copy(p, self.work / p.name)
 
     def hook(self, body: bytes) -> tuple[float, bytes]:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         done = subprocess.run(self.command, input=body, capture_output=True, env=self.env, cwd=self.project)
         wall = time.perf_counter() - t
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        checker = json.loads(self.note.read_text())["checker"] if self.note.exists() else 0.0
+        self.note.unlink(missing_ok=True)
+        self.cpu.append((cpu, checker))
         if done.returncode != 0 or done.stderr:
             raise SystemExit(f"the hook failed: {done.stderr.decode()}")
         return wall, done.stdout
 
     def timed(self, rounds: int, setup, body: bytes) -> tuple[list[float], bytes]:
-        walls, out = [], b""
+        walls, out, cpus = [], b"", []
         for _ in range(rounds):
             setup()
             wall, out = self.hook(body)
             walls.append(wall)
+            cpus.append(self.cpu[-1])
+        self.last_cpu = cpus
         return walls, out
 
 
@@ -147,7 +161,7 @@ def main() -> None:
     args = ap.parse_args()
     if not REAL.exists():
         raise SystemExit(f"the real transcript is not at {REAL}")
-    rows: list[tuple[str, list[float]]] = []
+    rows: list[tuple[str, list[float], list[tuple[float, float]]]] = []  # (run, walls, (CPU s, checker s) per round)
     load_before = _load()
     with tempfile.TemporaryDirectory() as tmp:
         bench = Bench(Path(tmp), 0 if args.unpadded else TARGET_BYTES)
@@ -159,50 +173,62 @@ def main() -> None:
             bench.fresh(pre)
             bench.write(bench.b)
 
-        rows.append(("PreCompact, incremental (last 200 lines new)",
-                     bench.timed(args.rounds, incremental, bench.payload("PreCompact", trigger="auto"))[0]))
+        def hook_row(name: str, setup, body: bytes) -> bytes:
+            walls, out = bench.timed(args.rounds, setup, body)
+            rows.append((name, walls, bench.last_cpu))
+            return out
+
+        hook_row("PreCompact, incremental (last 200 lines new)", incremental, bench.payload("PreCompact", trigger="auto"))
 
         def first():
             bench.fresh(None)
             bench.write(bench.b)
 
-        rows.append(("PreCompact, first (whole transcript new)",
-                     bench.timed(args.rounds, first, bench.payload("PreCompact", trigger="auto"))[0]))
+        hook_row("PreCompact, first (whole transcript new)", first, bench.payload("PreCompact", trigger="auto"))
 
         def compacted():
             bench.fresh(at_boundary)
             bench.write(bench.b + 2)
 
         summary = json.loads(bench.lines[bench.b + 1])["message"]["content"]
-        walls, _ = bench.timed(args.rounds, compacted, bench.payload("PostCompact", trigger="manual", compact_summary=summary))
-        rows.append(("PostCompact (import boundary + summary, audit)", walls))
-        walls, out = bench.timed(args.rounds, compacted, bench.payload("SessionStart", source="compact"))
-        rows.append(("SessionStart(compact) alone (import, audit, notice)", walls))
-        notice = json.loads(out)["hookSpecificOutput"]["additionalContext"]
         post = bench.payload("PostCompact", trigger="manual", compact_summary=summary)
+        hook_row("PostCompact (import boundary + summary, audit)", compacted, post)
+        out = hook_row("SessionStart(compact) alone (import, audit, notice)", compacted, bench.payload("SessionStart", source="compact"))
+        notice = json.loads(out)["hookSpecificOutput"]["additionalContext"]
 
         def after_post():
             compacted()
             bench.hook(post)
 
-        walls, _ = bench.timed(args.rounds, after_post, bench.payload("SessionStart", source="compact"))
-        rows.append(("SessionStart(compact) after PostCompact (its audit kept: notice only)", walls))
-        rows.append(("start-up floor: a hook for an event it ignores",
-                     bench.timed(args.rounds, lambda: None, bench.payload("SessionStart", source="startup"))[0]))
-        floor = []
-        for _ in range(args.rounds):
-            t = time.perf_counter()
-            subprocess.run([sys.executable, "-c", "pass"], check=True)
-            floor.append(time.perf_counter() - t)
-        rows.append(("start-up floor: python -c pass", floor))
+        hook_row("SessionStart(compact) after PostCompact (its audit kept: notice only)", after_post,
+                 bench.payload("SessionStart", source="compact"))
+        hook_row("start-up floor: a hook for an event it ignores", lambda: None, bench.payload("SessionStart", source="startup"))
+
+        def process(argv: list[str], before=None) -> tuple[list[float], list[tuple[float, float]]]:
+            walls, cpus = [], []
+            for _ in range(args.rounds):
+                if before is not None:
+                    before()
+                r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                t = time.perf_counter()
+                subprocess.run(argv, check=True, capture_output=True, env=bench.env)
+                walls.append(time.perf_counter() - t)
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpus.append(((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), 0.0))
+            return walls, cpus
+
+        rows.append(("start-up floor: python -c pass", *process([sys.executable, "-c", "pass"])))
         cli = Path(sys.executable).with_name("ctxledger")
-        lost = []
-        for _ in range(args.rounds):
-            t = time.perf_counter()
-            subprocess.run([str(cli), "--db", f"sqlite:///{bench.db_file}", "lost", f"claude-code:{SID}", "--json"],
-                           check=True, capture_output=True, env=bench.env)
-            lost.append(time.perf_counter() - t)
-        rows.append(("ctxledger lost SESSION --json (CLI start-up included)", lost))
+        lost_cmd = [str(cli), "--db", f"sqlite:///{bench.db_file}", "lost", f"claude-code:{SID}", "--json"]
+
+        def forget_lost():  # the kept lost report dropped: each round computes it
+            import sqlite3
+
+            with sqlite3.connect(bench.db_file) as db:
+                db.execute("DELETE FROM grounding_results WHERE checker LIKE 'projections.lost@%'")
+
+        rows.append(("ctxledger lost SESSION --json, first (CLI start-up included)", *process(lost_cmd, forget_lost)))
+        rows.append(("ctxledger lost SESSION --json, report kept (engine.lost_kept)", *process(lost_cmd)))
 
         from engine.ledger import Ledger
 
@@ -222,10 +248,15 @@ def main() -> None:
            f"{args.rounds} rounds each, every round from a copy of the same prepared store. "
            f"The notice: {notice_tokens:,} tokens (budget 1,500).",
            "",
-           "| run | p50 s | p95 s | min s |",
-           "| --- | ---: | ---: | ---: |"]
-    for name, walls in rows:
-        out.append(f"| {name} | {statistics.median(walls):.3f} | {pct(walls, 0.95):.3f} | {min(walls):.3f} |")
+           "CPU s: the process's median CPU seconds; checker s: the median CPU seconds of it inside the checker's "
+           "`run_checker` (noted by `benchmarks/_checker_time.py`); what a faster checker saves is at most that.",
+           "",
+           "| run | p50 s | p95 s | min s | CPU s | checker s |",
+           "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for name, walls, cpus in rows:
+        cpu = statistics.median(c for c, _ in cpus)
+        checker = statistics.median(k for _, k in cpus)
+        out.append(f"| {name} | {statistics.median(walls):.3f} | {pct(walls, 0.95):.3f} | {min(walls):.3f} | {cpu:.2f} | {checker:.2f} |")
     table = "\n".join(out)
     print(table)
     if not args.no_write:

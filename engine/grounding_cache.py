@@ -142,6 +142,27 @@ class GroundingCache:
         return _decode(_encode(result)) or result
 
 
+    def kept(self, session_id: Any, span_id: str, position: int, kind: str, digest: str,
+             compute: Any, encode: Any, decode: Any) -> Any:
+        """Another pure function of a derived span's inputs kept beside the grounding results
+        (``engine.lost_kept``): ``kind`` names the function and its version, ``digest`` its
+        inputs; ``decode(encode(result))`` is what every caller gets, hit or miss."""
+        key = (str(session_id), span_id, int(position), kind)
+        row = self._get(key)
+        if row is not None and row[0] == digest:
+            try:
+                result = decode(bytes(row[1]) if not isinstance(row[1], (bytes, str)) else row[1])
+            except Exception:  # noqa: BLE001 - a damaged row is a miss
+                result = None
+            if result is not None:
+                self.hits += 1
+                return result
+        self.misses += 1
+        data = encode(compute())
+        self._put(key, digest, data)
+        return decode(data)
+
+
 class MemoryGroundingCache(GroundingCache):
     """Rows in a dict, for ``memory://`` and encrypted stores (and tests)."""
 

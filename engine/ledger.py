@@ -70,6 +70,9 @@ class Ledger:
         # ``session()`` and ``verify()`` also take a unique short form of a name (``resolve``): on
         # for the command line, where names are typed; off for programs, which name sessions exactly
         self.short_names = False
+        # how its sessions find blame's facts (engine.blame_index.install sets the search index's
+        # finder; None: blame walks the log)
+        self.blame_finder: Any = None
 
     @property
     def grounding_cache(self) -> GroundingCache:
@@ -188,6 +191,7 @@ class Ledger:
         state = apply(state, started, lambda p: self.store.read_event(session_id, p))
         session = Session.starting(self.store, self.counter, state, started, payload, checker=self.checker)
         session.grounding_cache = self.grounding_cache
+        session.blame_finder = self.blame_finder
         try:
             self.store.save(session)
         except ConcurrencyError:
@@ -238,6 +242,7 @@ class Ledger:
         state, head = self.store.load(session_id, display=str(name_or_id))
         session = Session(self.store, self.counter, state, head, checker=self.checker)
         session.grounding_cache = self.grounding_cache
+        session.blame_finder = self.blame_finder
         return session
 
     def __contains__(self, name: str) -> bool:

@@ -97,10 +97,18 @@ class _EventMemo:
         self._reader = reader
         self._events: dict[int, Any] = {}
 
+    BLOCK = 512  # a lineage reads a summary's sources, mostly one run of the log: read in blocks
+
     def event(self, position: int) -> Any:
         ev = self._events.get(position)
         if ev is None:
-            ev = self._events[position] = self._reader.event(position)
+            last = min(self._reader.position, position + self.BLOCK - 1)
+            if 1 <= position <= last:
+                for e in self._reader.events(position, last):
+                    self._events.setdefault(e.originator_version, e)
+            ev = self._events.get(position)
+            if ev is None:  # out of range: the reader says why
+                ev = self._events[position] = self._reader.event(position)
         return ev
 
     def __getattr__(self, name: str) -> Any:
@@ -204,9 +212,18 @@ def collect(reader: LogReader) -> dict[str, Any]:
 
 
 def _model_edits(reader: Any) -> int:
-    """Edits (and refused rewrites) made by a model through its context tools: ``by`` names a model."""
-    kinds = ("Pruned", "Rewritten", "Rederived", "RewriteRefused", "Restored", "Expanded")
-    return sum(1 for ev in reader.events() if type(ev).__name__ in kinds and ev.by.startswith("model:"))
+    """Edits (and refused rewrites) made by a model through its context tools: ``by`` names a model.
+    Only those events are read (by topic, where the store can), not the whole log again."""
+    from engine.events import Expanded, Pruned, Rederived, Restored, RewriteRefused, Rewritten
+
+    kinds = (Pruned, Rewritten, Rederived, RewriteRefused, Restored, Expanded)
+    store = getattr(reader, "_store", None)
+    unsaved = getattr(reader, "_unsaved", None)
+    if store is not None and unsaved is not None and not unsaved()[1]:
+        events = store.events_of_types(reader.id, kinds, reader.position)
+    else:
+        events = [ev for ev in reader.events() if type(ev) in kinds]
+    return sum(1 for ev in events if ev.by.startswith("model:"))
 
 
 def build_report(readers: list[LogReader], *, title: str | None = None) -> str:

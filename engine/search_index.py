@@ -228,6 +228,46 @@ class SqliteSearchIndex(SearchIndex):
             except sqlite3.Error as e:
                 raise StorageError(f"cannot update the search index {self.path}: {e}") from None
 
+    def covers(self, reader: _Reader) -> bool:
+        """Bring the index up to ``reader`` unless it holds its positions already (a view of an
+        earlier position reads the rows up to it; ``catch_up`` would start the index over).
+        False when the index cannot answer (not writable, damaged): read the log instead."""
+        try:
+            with self._lock:
+                row = self._db.execute("SELECT started, position FROM indexed WHERE session = ?", (reader.id.hex,)).fetchone()
+            if row is None or row[0] != str(reader.state.started_at) or row[1] < reader.position:
+                self.catch_up(reader)
+            return True
+        except (StorageError, sqlite3.Error):
+            return False
+
+    def rows_matching(self, reader: _Reader, match: str, upto: int) -> list[tuple[int, str, str]]:
+        """(position, span id, text) of the rows at positions <= ``upto`` that match the FTS5
+        expression ``match`` (call ``covers`` first)."""
+        table = self._table(reader)
+        with self._lock:
+            try:
+                return self._db.execute(
+                    f"SELECT rowid, span_id, body FROM {table} WHERE {table} MATCH ? AND rowid <= ?", (match, upto)
+                ).fetchall()
+            except sqlite3.Error as e:
+                raise StorageError(f"cannot search the index {self.path}: {e}") from None
+
+    def terms_like(self, reader: _Reader, pattern: str, limit: int) -> list[str]:
+        """Up to ``limit`` distinct indexed tokens matching the LIKE ``pattern`` (the index's
+        vocabulary, through a temporary fts5vocab table; nothing is written to the file)."""
+        table = self._table(reader)
+        vocab = f"temp.vocab_{reader.id.hex}"
+        with self._lock:
+            try:
+                self._db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING fts5vocab(main, {table}, row)")
+                rows = self._db.execute(
+                    f"SELECT term FROM {vocab} WHERE term LIKE ? ESCAPE '\\' LIMIT ?", (pattern, limit)
+                ).fetchall()
+            except sqlite3.Error as e:
+                raise StorageError(f"cannot search the index {self.path}: {e}") from None
+        return [r[0] for r in rows]
+
     def rebuild(self, reader: _Reader) -> int:
         with self._lock:
             self._db.execute("DELETE FROM indexed WHERE session = ?", (reader.id.hex,))

@@ -20,6 +20,7 @@ from engine._store.chain import ChainWalk, verify_chain
 from engine.verification import VerifyResult
 from engine._store.codec import chain_hash, encode_event
 from engine.errors import (
+    CorruptLogError,
     InvalidInputError,
     LedgerError,
     PositionOutOfRangeError,
@@ -62,6 +63,7 @@ class _Reader:
     _state: BufferState
     checker: Checker | None = None  # judges derived spans in audit, blame and the gate (None: lexical)
     grounding_cache: Any = None  # the ledger's kept grounding results (engine.grounding_cache), if any
+    blame_finder: Any = None  # blame's facts through the search index (engine.blame_index), if any
 
     @property
     def id(self) -> UUID:
@@ -157,7 +159,22 @@ class _Reader:
     def originals(self, span_id: str) -> list[Span]:
         """The observed originals a derived span was made from, read back from the log."""
         span = self._derived_span(span_id)
-        return [span_from_event(self._load(p)) for p in span.source_positions]
+        return [span_from_event(ev) for ev in self._load_many(span.source_positions)]
+
+    def _load_many(self, positions: Sequence[int]) -> list[Event]:
+        """The events at ``positions``: a summary's sources are mostly one run of the log, read in
+        pages (one query per thousand rows, not one per event) when they fill most of their range."""
+        stored, _ = self._unsaved()
+        inside = [p for p in positions if 1 <= p <= stored]
+        if len(inside) < 32 or max(inside) - min(inside) + 1 > 2 * len(inside):
+            return [self._load(p) for p in positions]
+        wanted = set(inside)
+        try:
+            got = {ev.originator_version: ev for ev in self._store.iter_events(self.id, min(inside), max(inside))
+                   if ev.originator_version in wanted}
+        except CorruptLogError:  # a damaged row in the range: only a source's own damage is an error
+            return [self._load(p) for p in positions]
+        return [got[p] if p in got else self._load(p) for p in positions]
 
     def _derived_span(self, span_id: str) -> Span:
         self._check_known(span_id)
@@ -293,6 +310,7 @@ class _Reader:
         """The session exactly as it was after event ``n`` (a read-only view)."""
         view = self._at(n)
         view.grounding_cache = self.grounding_cache
+        view.blame_finder = self.blame_finder
         return view
 
     def _at(self, n: int | str) -> SessionView:
@@ -348,7 +366,7 @@ class _Reader:
         """Where a piece of text in the buffer came from (and, if gone, what removed it)."""
         from projections.blame import blame
 
-        return blame(self.view(at), text)
+        return blame(self.view(at), text, find=self.blame_finder)
 
     def lineage(self, span_id: str, at: int | str | None = None):
         """What a span came from and what it became."""

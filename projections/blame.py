@@ -14,8 +14,9 @@ One forward pass over events 1..n: the buffer fold, plus the few positions whose
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -30,7 +31,7 @@ from engine.spans import Provenance, Span
 if TYPE_CHECKING:
     from engine.reading import LogReader
 
-__all__ = ["BlameHit", "blame"]
+__all__ = ["BlameHit", "Facts", "assemble", "blame", "walk"]
 
 
 class BlameHit(msgspec.Struct, frozen=True, kw_only=True):
@@ -70,16 +71,43 @@ class _Origin(msgspec.Struct, frozen=True):
 
 
 
-def blame(reader: LogReader, text: str, checker: Checker | None = None) -> list[BlameHit]:
+def blame(
+    reader: LogReader, text: str, checker: Checker | None = None, *, find: Callable[[LogReader, str], Facts | None] | None = None
+) -> list[BlameHit]:
     """Blame ``text`` at the reader's position. Live hits first (buffer order), then removals. Text
     in a live derived span is also judged against the span's original observations by ``checker``
-    (else the reader's configured checker, else the lexical default)."""
+    (else the reader's configured checker, else the lexical default). ``find``: reads the needle's
+    facts another way than ``walk`` (``engine.blame_index``: through the search index), or returns
+    None to leave them to ``walk``; the hits are the same either way."""
     checker = checker or getattr(reader, "checker", None) or LEXICAL
     if not isinstance(text, str):
         raise InvalidInputError(f"blame text must be a str, not {type(text).__name__}")
     needle = text.casefold().strip()
     if not needle:
         raise InvalidInputError("blame text is empty")
+
+    facts = find(reader, needle) if find is not None else None
+    return assemble(reader, needle, checker, facts if facts is not None else walk(reader, needle))
+
+
+class Facts(msgspec.Struct, kw_only=True):
+    """What blame reads off the log for one needle (``walk`` reads it in one pass over the log;
+    ``engine.blame_index`` from the search index and the log's structural events):
+
+    ``state`` the buffer at the reader's position; ``observed_with`` the positions of observations
+    containing the needle; ``first_with`` per derived span, its first content event containing it;
+    ``derived_inputs`` per derived span, the derived spans it was rewritten from (permissive logs);
+    ``removed`` per span that held the needle and lost it, (the span as it was, the event, how)."""
+
+    state: Any
+    observed_with: set[int]
+    first_with: dict[str, _Origin]
+    derived_inputs: dict[str, tuple[str, ...]]
+    removed: dict[str, tuple[Span, Event, str]]
+
+
+def walk(reader: LogReader, needle: str) -> Facts:
+    """The facts of ``needle`` (already case-folded) from one forward pass over events 1..n."""
 
     def has(s: str) -> bool:
         return needle in s.casefold()
@@ -89,7 +117,6 @@ def blame(reader: LogReader, text: str, checker: Checker | None = None) -> list[
     observed_with: set[int] = set()  # positions of observations containing the needle
     first_with: dict[str, _Origin] = {}  # derived span -> first content event containing it
     derived_inputs: dict[str, tuple[str, ...]] = {}  # for rewrites of rewrites (permissive logs)
-    events: dict[int, _Origin] = {}  # the content events of live matching spans, filled lazily
     removed: dict[str, tuple[Span, Event, str]] = {}
 
     for ev in reader.events(1, reader.position):
@@ -126,6 +153,18 @@ def blame(reader: LogReader, text: str, checker: Checker | None = None) -> list[
                 removed[span.id] = (span, ev, "expanded into originals that do not contain it")
         state = apply(state, ev, load)
 
+    return Facts(state=state, observed_with=observed_with, first_with=first_with, derived_inputs=derived_inputs, removed=removed)
+
+
+def assemble(reader: LogReader, needle: str, checker: Checker, facts: Facts) -> list[BlameHit]:
+    """The hits of ``needle`` from its facts: live hits first (buffer order), then removals."""
+    state, observed_with, first_with = facts.state, facts.observed_with, facts.first_with
+    derived_inputs, removed = facts.derived_inputs, facts.removed
+
+    def has(s: str) -> bool:
+        return needle in s.casefold()
+
+    events: dict[int, _Origin] = {}  # the content events of live matching spans, filled lazily
     hits: list[BlameHit] = []
     live_ids = set()
     for span in state.spans() if state is not None else ():

@@ -44,6 +44,7 @@ __all__ = [
     "FleetRow",
     "fold",
     "AuditHook",
+    "AUDIT_EVENTS",
     "audit_findings",
     "needs_audit",
     "MAX_FINDINGS",
@@ -186,9 +187,12 @@ def unreadable(row: FleetRow | None, session_id: UUID, position: int, why: str) 
     return row
 
 
+AUDIT_EVENTS = (Rewritten, Rederived, Expanded, RewriteRefused)
+
+
 def needs_audit(ev: Event) -> bool:
     """Events after which a session's audit findings may change (its derived text changed)."""
-    return type(ev) in (Rewritten, Rederived, Expanded, RewriteRefused)
+    return type(ev) in AUDIT_EVENTS
 
 
 AuditHook = Callable[[Any], list[Finding]]

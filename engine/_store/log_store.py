@@ -664,6 +664,25 @@ class LogStore:
                 raise  # pragma: no cover - the loop above raised
             yield from events
 
+    def events_of_types(self, session_id: UUID, types: Sequence[type], stop: int) -> list[Event]:
+        """The events of these types among positions 1..stop, in order, decoded: one query on
+        SQLite (by topic), elsewhere a pass over the rows that decodes only these."""
+        topics = tuple(TOPICS[t] for t in types)
+        fast = getattr(self.app.recorder, "select_topic_rows", None)
+        if fast is not None and self.parent(session_id) is None:
+            try:
+                rows = fast(session_id, topics, stop)
+            except Exception as e:
+                raise storage_error(e, "cannot read the log") from None
+            return self.app.mapper.decode_rows(session_id, rows)
+        wanted = set(topics)
+        out: list[Event] = []
+        for owner, rows in self.pages(session_id, 1, stop):
+            picked = [r for r in rows if r[1] in wanted]
+            if picked:
+                out.extend(self.app.mapper.decode_rows(owner, picked))
+        return out
+
     def iter_events_desc(
         self, session_id: UUID, stop: int, page: int = 1000, needle: bytes | None = None
     ) -> Iterator[Event]:

@@ -215,6 +215,17 @@ class FastSQLiteApplicationRecorder(SQLiteApplicationRecorder):
             (originator_id.hex, gt, lte, limit),
         )
 
+    def select_topic_rows(self, originator_id: UUID, topics: Sequence[str], lte: int) -> list[tuple[int, str, bytes]]:
+        """(position, topic, stored bytes) rows of these topics up to ``lte``, in order: a read of
+        the few structural events of a long session (the topic column is read before the bytes, so
+        the other rows' bytes are not)."""
+        marks = ", ".join("?" * len(topics))
+        return self._select(
+            f"SELECT originator_version, topic, state FROM {self.events_table_name} "
+            f"WHERE originator_id=? AND originator_version<=? AND topic IN ({marks}) ORDER BY originator_version",
+            (originator_id.hex, lte, *topics),
+        )
+
     def select_events(
         self,
         originator_id: UUID | str,

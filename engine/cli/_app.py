@@ -78,8 +78,10 @@ def open_ledger(ctx: click.Context, *, short_names: bool = True):
     from engine.checkers.spec import checker_from_spec
     from engine.ledger import Ledger
 
+    from engine.blame_index import install
+
     obj = ctx.find_root().obj
-    ledger = Ledger.open(obj["url"], checker=checker_from_spec(obj.get("checker")))
+    ledger = install(Ledger.open(obj["url"], checker=checker_from_spec(obj.get("checker"))))
     ledger.short_names = short_names
     return ledger
 

@@ -36,12 +36,13 @@ def lost_cmd(ctx, session, compaction, show_all, as_json) -> None:
     Example:
       ctxledger lost claude-code:ae4a77f8-aedd-4bc1-888f-c94edc91af04 d1 --json
     """
-    from projections.lost import lost, summary_of
+    from engine.lost_kept import lost_report
+    from projections.lost import summary_of
 
     with open_ledger(ctx) as ledger:
         s = ledger.session(session)
         summary = summary_of(s, compaction)
-        report = lost(summary, s.originals(summary.id))
+        report = lost_report(s, summary)
     if as_json:
         emit_json({"session": s.name, **to_builtins(report)})
         return

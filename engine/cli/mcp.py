@@ -90,6 +90,8 @@ def _serve_follow(ctx: click.Context, agent: str, recall_tokens: int) -> None:
                 f"(ctxledger hooks install {agent}); a session is recorded at its first compaction")
         return found["session"]
 
+    from engine.blame_index import install
+
     ensure_folder(url)
-    with Ledger.open(url) as ledger:
+    with install(Ledger.open(url)) as ledger:  # ledger_blame through the search index
         create_follow_server(ledger, resolve, agent=agent, where=cwd, recall_tokens=recall_tokens).run(transport="stdio")

@@ -23,11 +23,12 @@ from engine.fleet.sqlite import SQLiteFleetView
 from engine.fleet.view import APP_NAME, PROJECTION_NAME, FleetView, ViewMoved
 from engine.ledger import Ledger
 from engine._store.log_store import StoreApp, postgres_ddl_lock, storage_error
-from projections.fleet import AuditHook, Finding, FleetRow, audit_findings, fold, needs_audit, unreadable
+from projections.fleet import AUDIT_EVENTS, AuditHook, Finding, FleetRow, audit_findings, fold, needs_audit, unreadable
 
 __all__ = ["Fleet", "follow", "poll", "FleetProjection"]
 
 SESSION_TOPICS = tuple(TOPICS[cls] for cls in EVENT_TYPES.values())
+AUDIT_TOPICS = tuple(TOPICS[cls] for cls in AUDIT_EVENTS)
 
 
 class Unreadable(msgspec.Struct, frozen=True):
@@ -63,10 +64,16 @@ class _Folder:
         self.view = view
         self.ledger = ledger
         self.audit = audit
+        self.skipped: dict[UUID, Event] = {}  # due audits left to a later batch of this catch-up
 
-    def apply(self, items: Sequence[Event | Unreadable], last_id: int, start: int | None) -> bool:
+    def apply(
+        self, items: Sequence[Event | Unreadable], last_id: int, start: int | None, later: dict[UUID, int] | None = None
+    ) -> bool:
         """Fold ``items`` (the notifications after ``start`` up to ``last_id``). Returns False if
-        the view had moved on (nothing written); raises ``ViewMoved`` if it moved while folding."""
+        the view had moved on (nothing written); raises ``ViewMoved`` if it moved while folding.
+        ``later``: per session, the position of its last event that needs an audit among the
+        notifications this catch-up will fold; a session is audited only in the batch that holds
+        that event (its audit then covers the earlier ones, so a catch-up audits a session once)."""
         ids = {it.originator_id for it in items}
         tracked, rows = self.view.load(ids)
         if tracked != start:
@@ -80,6 +87,14 @@ class _Folder:
             rows[sid] = fold(rows.get(sid), it)
             if needs_audit(it):
                 due[sid] = it
+        if later:
+            # a session is reached in the batch holding its last such event (readable or not)
+            reached = {it.originator_id for it in items if it.originator_version >= later.get(it.originator_id, 0)}
+            for sid in [sid for sid in due if sid not in reached]:
+                self.skipped[sid] = due.pop(sid)
+            for sid in reached:
+                if sid not in due and sid in self.skipped:
+                    due[sid] = self.skipped.pop(sid)
         if self.audit is not None and self.ledger is not None:
             for sid, ev in due.items():
                 self._audit(rows[sid], ev)
@@ -175,6 +190,8 @@ class Fleet:
         """Fold every event committed since the last catch-up; returns how many were folded."""
         done = 0
         store = self.ledger.store
+        later = self._last_audit_events(store) if self._folder.audit is not None else {}
+        self._folder.skipped = {}
         while limit is None or done < limit:
             try:
                 start = self.view.max_tracking_id(APP_NAME)
@@ -185,7 +202,7 @@ class Fleet:
                 break
             items = [self._decode(n) for n in notes]
             try:
-                if self._folder.apply(items, notes[-1].id, start):
+                if self._folder.apply(items, notes[-1].id, start, later):
                     done += len(items)
             except (ViewMoved, IntegrityError):
                 continue  # another updater folded these first: re-read from its position
@@ -196,6 +213,25 @@ class Fleet:
             if len(notes) < page:
                 break
         return done
+
+    def _last_audit_events(self, store: Any, page: int = 2_000) -> dict[UUID, int]:
+        """Per session, the position of its last event that needs an audit after the tracked
+        position (only those events' notifications are read, by topic). A first catch-up over a
+        session with N compactions audits it once, at its last one, not N times (each audit of
+        an earlier compaction would check a summary no longer live)."""
+        last: dict[UUID, int] = {}
+        try:
+            start = self.view.max_tracking_id(APP_NAME) or 0
+            while True:
+                notes = store.notifications(start, page, AUDIT_TOPICS)
+                for n in notes:
+                    oid = n.originator_id if isinstance(n.originator_id, UUID) else UUID(str(n.originator_id))
+                    last[oid] = max(last.get(oid, 0), n.originator_version)
+                if len(notes) < page:
+                    return last
+                start = notes[-1].id
+        except Exception:
+            return {}  # only an optimisation: without it every batch audits its sessions
 
     def _decode(self, note: Any) -> Event | Unreadable:
         try:

@@ -49,9 +49,14 @@ class SessionWriter:
         if not queue and checkpoint is None:
             return
         observed = [i for i in queue if type(i) is Observe]
+        held: set[str] | None = None
         for c in queue:
             if type(c) is Compact:
-                observed.extend(c.inputs)
+                if c.inputs:
+                    # a compaction's inputs are mostly spans the session holds already (imported
+                    # before the boundary): only the others are observed, so only they are counted
+                    held = held if held is not None else {sp.text for sp in self.session.spans()}
+                    observed.extend(i for i in c.inputs if i.text not in held)
                 if not callable(c.after):
                     observed.extend(c.after)
         texts = [i.text for i in observed]
@@ -107,7 +112,10 @@ class SessionWriter:
             for obs in item.inputs:
                 if obs.text not in held:
                     held.add(obs.text)
-                    self._observe(obs, tokens.get(id(obs)))
+                    n = tokens.get(id(obs))
+                    if n is None and self._count is not None:  # held when the commit began, gone since
+                        n = self._count(obs.text)
+                    self._observe(obs, n)
         live = s.spans()
         kept = item.keep(live) if item.keep else set()
         after = item.after(live) if callable(item.after) else item.after

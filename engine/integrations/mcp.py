@@ -351,7 +351,8 @@ def create_follow_server(ledger: Any, resolve: Callable[[], str], *, agent: str,
     agent whose context ctxledger does not own: ``context_search`` (the whole log),
     ``context_recall`` (originals, paged under ``recall_tokens``), ``ledger_blame``, ``ledger_lost``
     and ``ledger_audit``. ``resolve()`` names the session at each call. Nothing is recorded."""
-    from projections.lost import lost, summary_of
+    from engine.lost_kept import lost_report
+    from projections.lost import summary_of
 
     follower = _Follower(ledger, resolve, recall_tokens)
     named: list[tuple[str, Callable[..., CallToolResult]]] = []
@@ -381,7 +382,7 @@ def create_follow_server(ledger: Any, resolve: Callable[[], str], *, agent: str,
     ) -> CallToolResult:
         def run(s: Session, _tools: ContextTools) -> CallToolResult:
             summary = summary_of(s, compaction or None)
-            report = lost(summary, s.originals(summary.id))
+            report = lost_report(s, summary)
             lines = [f"{summary.id} replaced {report.sources} observations; kept per category:"]
             for c in report.categories:
                 lines.append(f"- {c.name}: {c.kept} of {c.total} kept"

@@ -376,10 +376,11 @@ def lost_json(view: Any, span_id: str) -> dict[str, Any]:
     """``projections.lost`` for the summary ``span_id`` (live at the view's position or not): per
     category (user messages, instructions, paths, commands, errors, numbers, ids) how many of its
     originals' items the summary kept, and the dropped ones (the first 20 of each)."""
-    from projections.lost import lost, summary_of
+    from engine.lost_kept import lost_report
+    from projections.lost import summary_of
 
     summary = summary_of(view, span_id)
-    report = lost(summary, view.originals(summary.id))
+    report = lost_report(view, summary)
     return {
         "span_id": report.span_id,
         "sources": report.sources,

@@ -323,3 +323,50 @@ def test_fold_counts_match_event_types(tmp_path):
         assert row.observed == counts["Observed"] and row.rewritten == counts["Rewritten"]
         assert row.refusals == counts["RewriteRefused"] and row.events == sum(counts.values())
     led.close()
+
+
+def test_a_catch_up_audits_each_session_once_at_its_last_derivation(tmp_path):
+    """Small pages put a session's compactions in different batches: the catch-up audits the
+    session once, at its position after the last one (an audit of an earlier compaction would
+    check a summary that is no longer live), and the row equals one audited at the end."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    led = Ledger.open(url, token_counter=EstimateCounter())
+    s = led.create_session("long", strict=False)
+    for k in range(3):
+        a, b = s.observe(f"step {k} took 4{k} s"), s.observe(f"step {k} exit code {k}")
+        s.rewrite([a.id, b.id], f"step {k} took 4{k} s; it finished at 1{k}:02")
+    other = led.create_session("other")
+    x, y = other.observe("disk at 91%"), other.observe("disk at 93%")
+    other.rewrite([x.id, y.id], "disk at 91-93%")
+    seen = []
+
+    def hook(reader):
+        seen.append((reader.name, reader.position))
+        return [Finding(kind="mine", position=reader.position, span_id="d")]
+
+    with Fleet(led, audit=hook) as fleet:
+        assert fleet.catch_up(page=2) == s.position + other.position
+        rows = {r.name: r for r in fleet.rows()}
+    assert sorted(seen) == [("long", s.position), ("other", other.position)]
+    assert rows["long"].audited_position == s.position and rows["long"].audit[0].position == s.position
+    # a compaction after the catch-up is audited by the next one
+    c, d = s.observe("step 9 took 49 s"), s.observe("step 9 exit code 0")
+    s.rewrite([c.id, d.id], "step 9 took 49 s")
+    with Fleet(led, audit=hook) as fleet:
+        assert fleet.catch_up(page=2) == 3
+        assert fleet.row("long").audited_position == s.position
+    assert seen[-1] == ("long", s.position) and len(seen) == 3
+    # the default audit: the same rows whatever the page size (the view dropped and refolded)
+    audits = []
+    for page in (3, 500):
+        con = sqlite3.connect(tmp_path / "ledger.db")
+        con.execute("DELETE FROM fleet_sessions")
+        con.execute("DELETE FROM fleet_tracking")
+        con.commit()
+        con.close()
+        with Fleet(led) as fleet:
+            fleet.catch_up(page=page)
+            audits.append({r.name: (r.audited_position, r.audit) for r in fleet.rows()})
+    assert audits[0] == audits[1]
+    assert {f.kind for f in audits[0]["long"][1]} >= {"unsupported-specific"}  # the invented finishing times
+    led.close()
