@@ -11,6 +11,9 @@ sources is what a re-import of the planted transcript would audit.
   warning points into the planted sentence (its offset lies inside it).
 - Second author: faithful summaries written by hand in other styles; a case is a false alarm when it
   gets any error or warning.
+- Held-out: a second planted set and a second second-author set of the same formats, written blind
+  (nobody ran the checker while writing them), reported beside the dev numbers. Only the ids of the
+  held-out misses are printed, so that tuning does not read the held-out sentences off this table.
 """
 
 from __future__ import annotations
@@ -69,12 +72,14 @@ def real_compactions() -> list[Compaction]:
     return out
 
 
-def evaluate_planted(compactions: list[Compaction]) -> dict:
+def evaluate_planted(compactions: list[Compaction], cases: list[dict] | None = None) -> dict:
+    """Recall per kind over ``cases`` (the dev planted set unless given)."""
     by_path = {c.path: c for c in compactions}
     per_kind: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
     misses = []
+    missed_ids = []
     skipped = 0
-    for case in real_data.planted_cases():
+    for case in real_data.planted_cases() if cases is None else cases:
         c = by_path.get(case["transcript"])
         if c is None:
             skipped += 1
@@ -92,14 +97,17 @@ def evaluate_planted(compactions: list[Compaction]) -> dict:
         per_kind[case["kind"]][1] += 1
         if not named:
             misses.append(f"{case['id']}: {case['sentence'][:110]}")
+            missed_ids.append(case["id"])
     total = [sum(v[0] for v in per_kind.values()), sum(v[1] for v in per_kind.values())]
-    return {"per_kind": dict(per_kind), "total": total, "misses": misses, "skipped": skipped}
+    return {"per_kind": dict(per_kind), "total": total, "misses": misses, "missed_ids": missed_ids, "skipped": skipped}
 
 
-def evaluate_second_author() -> dict:
-    cases = real_data.second_author_cases()
+def evaluate_second_author(cases: list[dict] | None = None) -> dict:
+    """False alarms per style over ``cases`` (the dev second-author set unless given)."""
+    cases = real_data.second_author_cases() if cases is None else cases
     per_style: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
     alarms = []
+    loud: dict[str, list[dict]] = {}
     for case in cases:
         sources = [Source(s["text"], s.get("role", ""), call=s.get("call", "")) for s in case["sources"]]
         found = [f for f in check(case["summary"], sources, with_coverage=False).findings if f["severity"] in LOUD]
@@ -107,7 +115,8 @@ def evaluate_second_author() -> dict:
         per_style[case["style"]][1] += 1
         if found:
             alarms.append(f"{case['id']} ({case['style']}): " + "; ".join(f"{f['kind']} {f['value'][:60]!r}" for f in found[:3]))
-    return {"per_style": dict(per_style), "alarms": alarms, "n": len(cases)}
+            loud[case["id"]] = found
+    return {"per_style": dict(per_style), "alarms": alarms, "loud": loud, "n": len(cases)}
 
 
 def rule_table(compactions: list[Compaction], drift_cases: list[dict], only: str | None = None) -> list[dict]:
@@ -195,6 +204,7 @@ def real_section(drift_cases: list[dict], only_rule: str | None = None) -> list[
     for style, (f, n) in sorted(sa["per_style"].items()):
         lines.append(f"| {style} | {n} | {f} |")
     lines += [""] + [f"- {a}" for a in sa["alarms"][:10]] + [""]
+    lines += heldout_lines(compactions, p, sa)
     rows = rule_table(compactions, drift_cases, only_rule)
     lines += ["Per rule (errors and warnings; planted cases of the rule's own kinds for recall, every faithful summary for false alarms):", "",
               "| rule | principle | planted named (own kinds) | false alarms on faithful | precision | time |",
@@ -203,4 +213,41 @@ def real_section(drift_cases: list[dict], only_rule: str | None = None) -> list[
         prec = r["tp"] / (r["tp"] + r["fp"]) if r["tp"] + r["fp"] else 1.0
         own = f"{r['hits_on_target']}/{r['targets']}" if r["targets"] else "-"
         lines.append(f"| `{r['rule']}` | {RULES[r['rule']].principle} | {own} | {r['fp']}/{r['faithful']} | {prec:.2f} | {r['seconds']:.2f} s |")
+    return lines + [""]
+
+
+def heldout_lines(compactions: list[Compaction], dev_planted: dict, dev_second: dict) -> list[str]:
+    """The held-out sets' tables, each beside the dev number it checks for transfer."""
+    lines = []
+    heldout = real_data.planted_heldout_cases()
+    hp = evaluate_planted(compactions, heldout)
+    lines += ["Held-out planted (`benchmarks/data/planted_real_heldout.jsonl`, written blind: other sentences, "
+              "other placements, same mechanics; named as above):", "",
+              "| kind | held-out cases | named | held-out recall | dev recall | target |",
+              "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for kind in real_data.PLANTED_KINDS:
+        hit, n = hp["per_kind"].get(kind, [0, 0])
+        dev_hit, dev_n = dev_planted["per_kind"].get(kind, [0, 0])
+        lines.append(f"| {kind} | {n} | {hit} | {hit / n if n else 0:.2f} | {dev_hit / dev_n if dev_n else 0:.2f} | >= 0.75 |")
+    hit, n = hp["total"]
+    dev_hit, dev_n = dev_planted["total"]
+    lines.append(f"| **all** | {n} | {hit} | **{hit / n if n else 0:.2f}** | {dev_hit / dev_n if dev_n else 0:.2f} | >= 0.90 |")
+    if hp["skipped"]:
+        lines.append(f"\n{hp['skipped']} held-out planted cases skipped (their transcript is absent).")
+    lines += ["", "Held-out misses (ids only): " + (", ".join(hp["missed_ids"]) or "none"), ""]
+    second = real_data.second_author_heldout_cases()
+    hs = evaluate_second_author(second)
+    flagged = sum(v[0] for v in hs["per_style"].values())
+    dev_flagged = sum(v[0] for v in dev_second["per_style"].values())
+    lines += [f"Held-out second author: {hs['n']} faithful summaries in {len(hs['per_style'])} styles the dev set does not have "
+              f"(`benchmarks/data/second_author_heldout.jsonl`); **false alarms {flagged} of {hs['n']} "
+              f"({flagged / max(hs['n'], 1):.1%}; dev {dev_flagged / max(dev_second['n'], 1):.1%}; target <= 2%)**.", "",
+              "| style | cases | false alarms |", "| --- | ---: | ---: |"]
+    for style, (f, n) in sorted(hs["per_style"].items()):
+        lines.append(f"| {style} | {n} | {f} |")
+    lines.append("")
+    style_of = {c["id"]: c["style"] for c in second}
+    for cid, found in hs["loud"].items():
+        for f in found:
+            lines.append(f"- {cid} ({style_of[cid]}): {f['severity']} {f['kind']} {f['value'][:60]!r}: {f['message'][:160]}")
     return lines + [""]

@@ -15,6 +15,9 @@ Four sets, all plain JSON under ``benchmarks/data/``:
   exact anchor (``plant(summary, case)`` does it).
 - ``second_author.jsonl``: faithful summaries of small source sets, written by hand in styles unlike the
   drift set's generator.
+- ``planted_real_heldout.jsonl`` and ``second_author_heldout.jsonl``: held-out sets of the same two formats,
+  written blind (without running the checker) so that tuning on the two sets above is measured for transfer.
+  A held-out source may carry ``call``, the tool call id a harness gives a call and its result.
 
 Transcripts fetched from public repositories are not committed here (only the shared one travels with the
 project); a manifest entry whose file is absent reports ``present: False`` and the callers skip it.
@@ -32,6 +35,8 @@ MANIFEST = DATA / "real" / "manifest.json"
 LABELS = DATA / "real_labels.json"
 PLANTED = DATA / "planted_real.jsonl"
 SECOND_AUTHOR = DATA / "second_author.jsonl"
+PLANTED_HELDOUT = DATA / "planted_real_heldout.jsonl"
+SECOND_AUTHOR_HELDOUT = DATA / "second_author_heldout.jsonl"
 
 PLANTED_KINDS = (
     "invented-quote",
@@ -49,9 +54,13 @@ __all__ = [
     "labels",
     "plant",
     "planted_cases",
+    "planted_heldout_cases",
     "real_transcripts",
     "resolve",
     "second_author_cases",
+    "second_author_heldout_cases",
+    "seen_literals",
+    "seen_text",
     "sha256_of",
     "summary_text",
 ]
@@ -98,6 +107,14 @@ def second_author_cases() -> list[dict]:
     return _jsonl(SECOND_AUTHOR)
 
 
+def planted_heldout_cases() -> list[dict]:
+    return _jsonl(PLANTED_HELDOUT)
+
+
+def second_author_heldout_cases() -> list[dict]:
+    return _jsonl(SECOND_AUTHOR_HELDOUT)
+
+
 def summary_text(path: str, compaction_line: int) -> str:
     """The text of the ``isCompactSummary`` line that follows the boundary at ``compaction_line``
     (1-based), exactly as the transcript stores it."""
@@ -114,6 +131,25 @@ def summary_text(path: str, compaction_line: int) -> str:
     if isinstance(content, str):
         return content
     return "".join(block.get("text", "") for block in content if isinstance(block, dict))
+
+
+def seen_text(entry: dict, compaction_line: int) -> str:
+    """Everything the summarizer of the compaction at ``compaction_line`` saw, lower-cased: every line of
+    the main file before the boundary and every line of each compaction call's own transcript (its
+    prompt, hook reminders, project context), each both as stored (JSON escapes) and decoded, so a
+    literal counts as seen whichever way it is written."""
+    raw = resolve(entry["path"]).read_text(encoding="utf-8").split("\n")[: compaction_line - 1]
+    for call in entry["compaction_calls"]:
+        raw += resolve(call).read_text(encoding="utf-8").split("\n")
+    decoded = [json.dumps(json.loads(line), ensure_ascii=False) for line in raw if line.strip()]
+    return ("\n".join(raw) + "\n" + "\n".join(decoded)).lower()
+
+
+def seen_literals(entry: dict, compaction_line: int, literals: list[str], seen: str | None = None) -> list[str]:
+    """The ``literals`` (case-insensitive) that occur in what the summarizer saw; a planted case's
+    ``invented`` literals must give none. ``seen``: ``seen_text`` already computed for this compaction."""
+    seen = seen_text(entry, compaction_line) if seen is None else seen
+    return [literal for literal in literals if literal.lower() in seen]
 
 
 def plant(summary: str, case: dict) -> str:
@@ -137,6 +173,11 @@ def _main() -> None:
         kinds[case["kind"]] = kinds.get(case["kind"], 0) + 1
     print("planted:", ", ".join(f"{k} {kinds.get(k, 0)}" for k in PLANTED_KINDS))
     print("second-author cases:", len(second_author_cases()))
+    kinds = {}
+    for case in planted_heldout_cases():
+        kinds[case["kind"]] = kinds.get(case["kind"], 0) + 1
+    print("held-out planted:", ", ".join(f"{k} {kinds.get(k, 0)}" for k in PLANTED_KINDS))
+    print("held-out second-author cases:", len(second_author_heldout_cases()))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ author's cases are complete."""
 from __future__ import annotations
 
 import collections
+import re
 import json
 import sys
 from pathlib import Path
@@ -183,3 +184,109 @@ def test_plant_inserts_right_after_the_anchor(head, tail, sentence, prefix):
     summary = head + anchor + tail
     planted = real_data.plant(summary, {"after": anchor, "sentence": sentence, "prefix": prefix})
     assert planted == head + anchor + prefix + sentence + tail
+
+
+# ---- held-out sets (written blind; same formats as the dev sets above) ----
+
+PLANTED_HELDOUT = real_data.planted_heldout_cases()
+SECOND_HELDOUT = real_data.second_author_heldout_cases()
+LITERAL_KINDS = ("invented-quote", "invented-number", "invented-id")
+
+
+def test_heldout_planted_cases_are_complete_and_spread_over_every_summary():
+    ids = [c["id"] for c in PLANTED_HELDOUT]
+    assert len(set(ids)) == len(ids)
+    assert not set(ids) & {c["id"] for c in PLANTED}, "held-out ids are new"
+    assert not {c["sentence"] for c in PLANTED_HELDOUT} & {c["sentence"] for c in PLANTED}, "held-out sentences are new"
+    assert collections.Counter(c["kind"] for c in PLANTED_HELDOUT) == {kind: 10 for kind in real_data.PLANTED_KINDS}
+    per = collections.Counter((c["transcript"], c["kind"]) for c in PLANTED_HELDOUT)
+    assert {c["transcript"] for c in PLANTED_HELDOUT} == set(BY_PATH), "every real summary gets held-out cases"
+    for transcript in BY_PATH:
+        for kind in real_data.PLANTED_KINDS:
+            assert per[(transcript, kind)] >= 2, (transcript, kind)
+    for case in PLANTED_HELDOUT:
+        assert case["sentence"].strip() and case["note"].strip() and case["after"]
+        assert case["compaction_line"] in [c["boundary_line"] for c in BY_PATH[case["transcript"]]["compactions"]]
+        for literal in case["invented"]:
+            assert literal and literal in case["sentence"], (case["id"], literal)
+        if case["kind"] in LITERAL_KINDS:
+            assert case["invented"], f"{case['id']}: a planted literal must be listed"
+
+
+@pytest.mark.parametrize("path", sorted({c["transcript"] for c in PLANTED_HELDOUT}), ids=lambda p: Path(p).stem[:20])
+def test_heldout_anchor_occurs_once_and_invented_literals_are_absent_from_everything_seen(path):
+    """Absent from the main file before the boundary AND from every line of the compaction call's own
+    transcript (where hook reminders and project context live), and from the summary itself."""
+    entry = BY_PATH[path]
+    _present(entry)
+    cases = [c for c in PLANTED_HELDOUT if c["transcript"] == path]
+    line = cases[0]["compaction_line"]
+    summary = real_data.summary_text(path, line)
+    seen = real_data.seen_text(entry, line)
+    for case in cases:
+        assert summary.count(case["after"]) == 1, case["id"]
+        planted = real_data.plant(summary, case)
+        assert planted.replace(case["prefix"] + case["sentence"], "", 1) == summary
+        assert real_data.seen_literals(entry, line, case["invented"], seen) == [], case["id"]
+        assert not [lit for lit in case["invented"] if lit.lower() in summary.lower()], case["id"]
+
+
+def test_seen_text_covers_the_compaction_call_not_only_the_main_file():
+    """The absence check can fail: a hook reminder that only the compaction call holds counts as seen,
+    and so does a tool output of the main file; a string nobody wrote does not."""
+    entry = next(t for t in TRANSCRIPTS if t["name"] == "spotter-8463c716")
+    _present(entry)
+    line = entry["compactions"][0]["boundary_line"]
+    main_only = "\n".join(_lines(entry["path"])[: line - 1]).lower()
+    call_only = "cyclomatic complexity is 10, max is 9"
+    assert call_only not in main_only, "fixture assumption: this reminder is only in the compaction call"
+    seen = real_data.seen_text(entry, line)
+    assert real_data.seen_literals(entry, line, [call_only.upper(), "49 tests, 0 failures"], seen) == [
+        call_only.upper(),
+        "49 tests, 0 failures",
+    ]
+    assert real_data.seen_literals(entry, line, ["zq-never-written-7731"], seen) == []
+
+
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+_DOUBLE_QUOTED = re.compile(r"\"([^\"\n]{3,})\"")
+_HEX_ID = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+
+
+def test_heldout_second_author_cases_are_complete_and_in_new_styles():
+    assert len(SECOND_HELDOUT) >= 40
+    ids = [c["id"] for c in SECOND_HELDOUT]
+    assert len(set(ids)) == len(ids)
+    assert not set(ids) & {c["id"] for c in SECOND}
+    styles = collections.Counter(c["style"] for c in SECOND_HELDOUT)
+    assert len(styles) >= 8 and min(styles.values()) >= 3, styles
+    assert not set(styles) & {c["style"] for c in SECOND}, "held-out styles are ones the dev set does not have"
+    for case in SECOND_HELDOUT:
+        assert case["summary"].strip() and case["sources"], case["id"]
+        open_calls = []
+        for source in case["sources"]:
+            assert source["role"] in ("user", "assistant", "tool"), case["id"]
+            assert source["kind"] in ("message", "tool_call", "tool_result"), case["id"]
+            assert isinstance(source["text"], str)
+            # a harness joins a call to its result by id: every result answers an earlier call
+            if source["kind"] == "tool_call":
+                assert source["role"] == "assistant" and source["call"], case["id"]
+                open_calls.append(source["call"])
+            elif source["kind"] == "tool_result":
+                assert source["role"] == "tool" and source["call"] in open_calls, case["id"]
+                open_calls.remove(source["call"])
+        assert not open_calls, f"{case['id']}: a call without its result"
+
+
+@pytest.mark.parametrize("case", SECOND_HELDOUT, ids=lambda c: c["id"])
+def test_heldout_second_author_quotes_code_and_ids_come_from_a_source(case):
+    """A cheap floor under "faithful": what the summary puts in backticks or double quotes, and every
+    hex id, occurs verbatim in one of its sources (numbers may be converted or rounded, so they are
+    left to the hand check)."""
+    texts = [s["text"] for s in case["sources"]]
+    # tool calls are often JSON: compare against the decoded text as well
+    texts += [t.replace('\\"', '"').replace("\\n", "\n") for t in texts]
+    summary = case["summary"]
+    spans = _CODE_SPAN.findall(summary) + _DOUBLE_QUOTED.findall(_CODE_SPAN.sub("", summary)) + _HEX_ID.findall(summary)
+    missing = [span for span in spans if not any(span in t for t in texts)]
+    assert not missing, missing
