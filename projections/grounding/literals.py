@@ -101,6 +101,8 @@ def _stated_otherwise(sp: Specific, text: str, index: SourceIndex) -> bool:
     if _verbatim(sp.text, index):
         return True
     if sp.category == "number":
+        if sp.text[:1] in "+-−" and abs(sp.value) in index.numbers:
+            return True  # "+12/-3": the sign says which way a count of lines went
         return _listing_figure(sp, text, index)
     if sp.category == "quantity":
         return _rounded(sp, index) or _ratio_as_percent(sp, index)
@@ -108,6 +110,11 @@ def _stated_otherwise(sp: Specific, text: str, index: SourceIndex) -> bool:
         return _count_compound(sp, index)
     if sp.category == "code" and isinstance(sp.value, tuple):
         return _code_class_pattern(sp, index)
+    if sp.category == "code" and re.fullmatch(r"#\d+", sp.text):
+        # a pull request or issue by number, as a tool prints it ("number": 977, pull/977)
+        n = sp.text[1:]
+        return re.search(r'"number"\s*:\s*' + n + r'(?!\d)|\b(?:pull|pulls|issues?|pr|merge_requests)[/#: ]+' + n + r'(?!\d)',
+                         index.lower) is not None
     if sp.category == "code" and "/" in sp.text and "#" in sp.text:
         repo, _, number = sp.text.lower().rpartition("#")
         return re.search(re.escape(repo) + r"/(?:issues|pull)/" + number + r"(?!\d)", index.lower) is not None

@@ -385,7 +385,7 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
             _I,
         ),
     ),
-    ("quote", _deferred(r"\"([^\"\n]{2,200})\"|“([^”\n]{2,200})”|`([^`\n]{2,200})`|(?<![\w'])'([^'\n]{2,120})'(?![\w'])")),
+    ("quote", _deferred(r"\"([^\"\n]{2,200})\"|“([^”\n]{2,200})”|`([^`\n]{1,200})`|(?<![\w'])'([^'\n]{2,120})'(?![\w'])")),
     (
         "host",
         _deferred(
@@ -727,6 +727,8 @@ def _extract(text: str, lowercase_vocabulary: frozenset[str] | None) -> list[Spe
     quotes = dict(patterns)["quote"].finditer(text) if ('"' in text or "'" in text or "`" in text or "“" in text) else ()
     for m in quotes:
         inner = next(g for g in m.groups() if g is not None)
+        if len(inner) < 2:
+            continue  # `q`: consumed, so its closing backtick does not open the next span
         if _HAS_LETTER.search(inner):
             found.append(Specific("quote", m.group(0), m.start(), m.end(), _norm_text(inner).strip()))
     if lowercase_vocabulary is not None and not re.search(r"[A-Z]", text):
