@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.errors import StorageError
 from engine.events import Expanded, Pruned, Rederived, Rewritten
-from projections.blame import Facts, _Origin
+from projections.blame import Facts, Origin
 from projections.buffer import span_from_event
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def index_facts(reader: LogReader, needle: str, index: SqliteSearchIndex) -> Fac
             if span_id.startswith("o") and has(body):
                 holders[span_id] = position
     observed_with = set(holders.values())
-    first_with: dict[str, _Origin] = {}
+    first_with: dict[str, Origin] = {}
     derived_inputs: dict[str, tuple[str, ...]] = {}
     removed: dict[str, tuple[Any, Any, str]] = {}
     current: dict[str, Any] = {}  # derived span -> its span as the last content event made it
@@ -116,7 +116,7 @@ def index_facts(reader: LogReader, needle: str, index: SqliteSearchIndex) -> Fac
             if inputs:
                 derived_inputs[ev.span_id] = inputs
             if keeps and ev.span_id not in first_with:
-                first_with[ev.span_id] = _Origin(position, t.__name__, ev.by, ev.at)
+                first_with[ev.span_id] = Origin(position, t.__name__, ev.by, ev.at)
             current[ev.span_id] = span_from_event(ev)
         elif t is Rederived:
             span = held(ev.span_id)
@@ -124,7 +124,7 @@ def index_facts(reader: LogReader, needle: str, index: SqliteSearchIndex) -> Fac
             if span is not None and not keeps:
                 removed[span.id] = (span, ev, "re-derived without it")
             if keeps and ev.span_id not in first_with:
-                first_with[ev.span_id] = _Origin(position, t.__name__, ev.by, ev.at)
+                first_with[ev.span_id] = Origin(position, t.__name__, ev.by, ev.at)
             current[ev.span_id] = span_from_event(ev)
         elif t is Expanded:
             span = held(ev.span_id)
@@ -165,7 +165,5 @@ def finder(url: str | None, *, encrypted: bool) -> Any:
 def install(ledger: Any) -> Any:
     """Let the sessions ``ledger`` opens from now on blame through the search index (the CLI's
     ledgers do: ``engine.cli._app.open_ledger``); returns the ledger."""
-    mapper = getattr(getattr(ledger.store, "app", None), "mapper", None)
-    encrypted = mapper is None or bool(getattr(mapper, "cipher", None))
-    ledger.blame_finder = finder(ledger.url, encrypted=encrypted)
+    ledger.blame_finder = finder(ledger.url, encrypted=ledger.encrypted)
     return ledger

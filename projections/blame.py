@@ -62,7 +62,7 @@ class BlameHit(msgspec.Struct, frozen=True, kw_only=True):
     findings: tuple[str, ...] = ()  # what that checker says about the blamed text (empty: supported)
 
 
-class _Origin(msgspec.Struct, frozen=True):
+class Origin(msgspec.Struct, frozen=True):
     position: int
     event_type: str
     by: str
@@ -101,7 +101,7 @@ class Facts(msgspec.Struct, kw_only=True):
 
     state: Any
     observed_with: set[int]
-    first_with: dict[str, _Origin]
+    first_with: dict[str, Origin]
     derived_inputs: dict[str, tuple[str, ...]]
     removed: dict[str, tuple[Span, Event, str]]
 
@@ -115,7 +115,7 @@ def walk(reader: LogReader, needle: str) -> Facts:
     load = reader.event
     state = None
     observed_with: set[int] = set()  # positions of observations containing the needle
-    first_with: dict[str, _Origin] = {}  # derived span -> first content event containing it
+    first_with: dict[str, Origin] = {}  # derived span -> first content event containing it
     derived_inputs: dict[str, tuple[str, ...]] = {}  # for rewrites of rewrites (permissive logs)
     removed: dict[str, tuple[Span, Event, str]] = {}
 
@@ -139,14 +139,14 @@ def walk(reader: LogReader, needle: str) -> Facts:
             if inputs:
                 derived_inputs[ev.span_id] = inputs
             if keeps and ev.span_id not in first_with:
-                first_with[ev.span_id] = _Origin(position, t.__name__, ev.by, ev.at)
+                first_with[ev.span_id] = Origin(position, t.__name__, ev.by, ev.at)
         elif t is Rederived:
             span = state.live.get(ev.span_id)
             keeps = has(ev.text)
             if span is not None and has(span.text) and not keeps:
                 removed[span.id] = (span, ev, "re-derived without it")
             if keeps and ev.span_id not in first_with:
-                first_with[ev.span_id] = _Origin(position, t.__name__, ev.by, ev.at)
+                first_with[ev.span_id] = Origin(position, t.__name__, ev.by, ev.at)
         elif t is Expanded:
             span = state.live.get(ev.span_id)
             if span is not None and has(span.text) and not any(p in observed_with for p in ev.restored_positions):
@@ -164,7 +164,7 @@ def assemble(reader: LogReader, needle: str, checker: Checker, facts: Facts) -> 
     def has(s: str) -> bool:
         return needle in s.casefold()
 
-    events: dict[int, _Origin] = {}  # the content events of live matching spans, filled lazily
+    events: dict[int, Origin] = {}  # the content events of live matching spans, filled lazily
     hits: list[BlameHit] = []
     live_ids = set()
     for span in state.spans() if state is not None else ():
@@ -195,21 +195,21 @@ def assemble(reader: LogReader, needle: str, checker: Checker, facts: Facts) -> 
     return hits
 
 
-def _content(reader: LogReader, position: int, cache: dict[int, _Origin]) -> _Origin:
+def _content(reader: LogReader, position: int, cache: dict[int, Origin]) -> Origin:
     if position not in cache:
         ev = reader.event(position)
-        cache[position] = _Origin(position, type(ev).__name__, ev.by, ev.at)
+        cache[position] = Origin(position, type(ev).__name__, ev.by, ev.at)
     return cache[position]
 
 
 def _hit(
     span: Span,
-    put: _Origin,
+    put: Origin,
     observed_with: set[int],
-    first_with: dict[str, _Origin],
+    first_with: dict[str, Origin],
     derived_inputs: dict[str, tuple[str, ...]],
     reader: LogReader,
-    cache: dict[int, _Origin],
+    cache: dict[int, Origin],
 ) -> BlameHit:
     by = f" by {put.by}" if put.by else ""
     if span.provenance is Provenance.OBSERVED:
@@ -235,7 +235,7 @@ def _hit(
             ),
         )
     # first appearance among the rewrites of this span's lineage
-    candidates: list[tuple[_Origin, str]] = []
+    candidates: list[tuple[Origin, str]] = []
     stack, seen = [span.id], set()
     while stack:
         sid = stack.pop()

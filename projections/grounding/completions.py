@@ -274,13 +274,24 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
             if verdicts:
                 which = "last outcome" if state else "every outcome"
                 severity, why = "error", f"the conversation's {which} of the {name}{where} is a failure"
-            elif any(activity.mention.search(t) for i, t, _ in calls if since is None or i >= since):
+            elif any(activity.mention.search(t) for i, t, _ in calls if since is None or i >= since) or any(
+                    _under_way(t, activity) for i, t in evidence if ev.sources[i].role == "tool" and (since is None or i >= since)):
                 severity, why = "info", f"the conversation runs the {name}{where} but shows no outcome of it (cannot be verified)"
             else:
                 severity, why = "warning", f"no tool call{where} performs the {name} and no output reports it"
             out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
                                f"the summary claims {said!r} but {why}", offset=offset, category=name))
     return out
+
+
+# a tool's progress line ("Running migration 0042 ...", "==> Deploying cart-api"): the activity under way
+_PROGRESS_LINE = re.compile(r"(?m)^[ \t>=*-]*[A-Z][a-z]+ing\b[^\n]*")
+
+
+def _under_way(text: str, activity) -> bool:
+    """A tool's output reports the activity under way on a progress line of its own: a trace of
+    it (its outcome still unknown), not a mere mention."""
+    return any(activity.mention.search(m.group(0)) for m in _PROGRESS_LINE.finditer(text))
 
 
 # the parts of a tool call's arguments that are text it writes into a file, not what it does
