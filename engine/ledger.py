@@ -202,7 +202,8 @@ class Ledger:
     def resolve(self, text: str) -> str:
         """The one session name ``text`` stands for: the name itself, else the only name that starts
         or ends with it, or whose part after a source prefix (``claude-code:``, ``codex:``...) starts
-        with it — like git's short hashes (``fa812bfe`` for ``claude-code:fa812bfe-4c1e-...``).
+        with it — like git's short hashes (``fa812bfe`` for ``claude-code:fa812bfe-4c1e-...``); of a
+        session and the sessions nested under it (``S/agent-…``), the session itself.
         Ambiguous: ``InvalidInputError`` listing the candidates; none: ``UnknownSessionError``."""
         if not isinstance(text, str) or not text:
             raise InvalidInputError(f"session name must be a non-empty str, not {text!r}")
@@ -213,6 +214,11 @@ class Ledger:
                  or any(part.startswith(text) for part in n.split(":")[1:])]
         if len(found) == 1:
             return found[0]
+        # a session and the ones nested under it (``S/agent-acompact-…``, a compaction call's
+        # transcript): the short form names the session itself
+        outer = [n for n in found if all(m == n or m.startswith(n + "/") for m in found)]
+        if len(outer) == 1:
+            return outer[0]
         if not found:
             raise UnknownSessionError(f"no session named {text!r} in {redact(self.url)}")
         shown = ", ".join(repr(n) for n in found[:10]) + (f" and {len(found) - 10} more" if len(found) > 10 else "")
@@ -223,9 +229,9 @@ class Ledger:
         if not self.short_names or self.store.exists(session_uuid(name)):
             return name
         with contextlib.suppress(ValueError):
-            UUID(name)
-            return name  # a session id
-        return self.resolve(name)
+            if self.store.exists(UUID(name)):
+                return name  # a session id
+        return self.resolve(name)  # a UUID may also be part of a name (a Claude Code session id)
 
     def session(self, name_or_id: str | UUID) -> Session:
         """Reopen a session by name (or UUID; with ``short_names``, a unique short form: ``resolve``)."""

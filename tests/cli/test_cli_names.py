@@ -89,3 +89,21 @@ def test_no_match_is_unknown_and_the_library_names_sessions_exactly(store):
         assert led.resolve("fa812bfe") == CLAUDE
         with pytest.raises(InvalidInputError, match="ambiguous"):
             led.resolve("fa81")
+
+
+def test_a_session_id_or_its_prefix_names_the_session_not_the_ones_nested_under_it(tmp_path, monkeypatch):
+    """What a Claude Code user knows is the transcript's session id; its compaction call imports
+    as a session nested under it (``…/agent-acompact-…``)."""
+    monkeypatch.chdir(tmp_path)
+    sid = "ae4a77f8-aedd-4bc1-888f-c94edc91af04"
+    with Ledger.open("sqlite:///prof.db", token_counter=EstimateCounter()) as led:
+        for name in (f"claude-code:{sid}", f"claude-code:{sid}/agent-acompact-946d2b", "claude-code:ae4a0000-x"):
+            led.create_session(name).observe(f"{name} saw something")
+    for typed in (sid, "ae4a77f8", f"claude-code:{sid}"):
+        r = run("--db", "prof.db", "log", typed, "--json")
+        assert r.exit_code == 0, (typed, r.output)
+        assert json.loads(r.output.splitlines()[0])["name"] == f"claude-code:{sid}"
+    r = run("--db", "prof.db", "log", "ae4a")  # the session, its nested one, and another: still ambiguous
+    assert r.exit_code == 2 and "ambiguous: 3 sessions match" in r.output
+    r = run("--db", "prof.db", "log", "agent-acompact-946d2b")  # the nested one by its own suffix
+    assert r.exit_code == 0 and f"{sid}/agent-acompact-946d2b" in r.output
