@@ -24,7 +24,8 @@ from itertools import accumulate
 from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
 from projections.grounding.registry import GroundingFinding, finding, rule
-from projections.grounding.specifics import _SMALL, SourceIndex, Specific, tokens
+from projections.grounding.specifics import SourceIndex, Specific, parse_number, tokens
+from projections.grounding.text import at_line_position
 from projections.grounding.vocabulary import common_lowercase_words
 
 __all__ = ["UNSUPPORTED", "NEAR_QUOTE", "unsupported", "NEAR_QUOTE_RATIO"]
@@ -181,13 +182,10 @@ def _code_class_pattern(sp: Specific, index: SourceIndex) -> bool:
     return re.search(r"(?<![\w.])" + re.escape(first) + r"(?:\.\.|\\d\\d|\[0-9\]\[0-9\])", index.lower) is not None
 
 
-_LINE_BEFORE = re.compile(r"(?:\blines?|\bL)\s*$", re.I)
-
-
 def _listing_figure(sp: Specific, text: str, index: SourceIndex) -> bool:
     """A file listing's gutter states line positions ("line 50", "L50") and the listing's length
     ("312 lines"), nothing else."""
-    if sp.value in index.line_numbers and _LINE_BEFORE.search(text[max(0, sp.start - 8) : sp.start]):
+    if sp.value in index.line_numbers and at_line_position(text, sp.start):
         return True
     return sp.value in index.listing_lengths and sp.noun.lower() in ("line", "lines")
 
@@ -340,7 +338,7 @@ def _figures(line: str, *, words: bool = False) -> list[float]:
         return out
     for m in _WORD_FIGURE.finditer(line):
         w = m.group(0).lower()
-        n = _SMALL.get(w, _ORDINAL_WORDS.get(w))
+        n = _ORDINAL_WORDS.get(w) or (parse_number(w) if w not in ("a", "an") else None)
         if n is not None and n > 1:
             out.append(float(n))
     return out

@@ -28,6 +28,7 @@ from projections.grounding.evidence import Evidence
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import SourceIndex, Specific, tokens
 from projections.grounding.steps import Steps
+from projections.grounding.text import at_line_position
 
 __all__ = ["SWAPPED_PAIRING", "swapped_pairings"]
 
@@ -66,13 +67,10 @@ def _pairable(sp: Specific) -> bool:
     return True
 
 
-_POSITION_BEFORE = re.compile(r"(?:\blines?|\bL|\w:)\s*$", re.IGNORECASE)
-
-
 def _position(sp: Specific, text: str) -> bool:
     """A line position ("error at line 152", "L40", "x.ex:152") is no fact a thing has one of: a
     file has errors at many lines, so another line of the same file is no swap."""
-    return sp.category == "number" and _POSITION_BEFORE.search(text[max(0, sp.start - 8) : sp.start]) is not None
+    return sp.category == "number" and at_line_position(text, sp.start)
 
 
 def _squash(text: str) -> str:

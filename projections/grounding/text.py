@@ -8,12 +8,14 @@ from engine.text_clip import clip
 from projections.grounding.lazy import lazy
 from projections.grounding.specifics import extract, tokens
 
-__all__ = ["sentences", "clauses", "stem", "content_words", "clip", "STOP_WORDS"]
+__all__ = ["sentences", "clauses", "stem", "content_words", "clip", "STOP_WORDS", "at_line_position"]
 
 _SENTENCE = lazy(r"(?<=[.!?;])\s+|\n+")
 _CLAUSE = lazy(r";|,\s+(?:and|but|while|whereas)\s+|\s+(?:and|but|while|whereas|then)\s+|,\s+|:\s+")
 # "2." or "-" alone: the marker of a list item, which belongs to the words after it
 _MARKER_ONLY = lazy(r"\s*(?:\d{1,3}[.)]|[-*•]|#{1,6})\s*")
+# what names a line position just before a figure: "at line 152", "lines 40-52", "L40", "x.ex:152"
+_LINE_POSITION = lazy(r"(?:\blines?|\bL|\w:)\s*$", re.IGNORECASE)
 
 STOP_WORDS = frozenset(
     """a an the of in on at to for by with from and or but is are was were be been being has have had
@@ -78,3 +80,9 @@ def content_words(text: str) -> set[str]:
     rest.append(text[pos:])
     return {stem(t) for t in tokens(" ".join(rest)) if t.isdigit() or (len(t) >= 2 and t not in STOP_WORDS)}
 
+
+
+def at_line_position(text: str, start: int) -> bool:
+    """The figure at ``start`` is a line position ("error at line 152", "L40", "x.ex:152"), not a
+    count or a measure."""
+    return _LINE_POSITION.search(text[max(0, start - 8) : start]) is not None
