@@ -349,24 +349,14 @@ def follow_replay(conversations: int, distractors: int) -> dict:
     """The mixed replay through an in-process proxy: compactions recognised, conversations wrongly joined."""
     from engine.proxy import ProxyConfig, create_app
     from engine.proxy.testing import FakeUpstream, serve
-    from engine.proxy.testing_traffic import article_conversations, interleaved
+    from engine.proxy.testing_traffic import article_conversations, send_interleaved
 
     convs = article_conversations(XSUM, conversations, distractors)
-    replies: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         db = f"sqlite:///{Path(tmp) / 'follow.db'}?synchronous=normal"
         with serve(FakeUpstream().app) as origin, serve(create_app(ProxyConfig(upstream=origin), lambda: Ledger.open(db))) as url:
             client = httpx.Client(base_url=url, headers={"authorization": "Bearer sk-one-client"}, timeout=60)
-            for c, k in interleaved(convs):
-                if k == len(c.requests):
-                    if c.compaction is None:
-                        continue
-                    messages = [*c.requests[-1], replies[(c.label, k - 1)], {"role": "user", "content": "And then?"}]
-                else:
-                    it = iter(replies[(c.label, r)] for r in range(k))
-                    messages = [next(it) if m["role"] == "assistant" else m for m in c.requests[k]]
-                r = client.post("/v1/chat/completions", json={"model": "m", "messages": messages}).json()
-                replies[(c.label, k)] = r["choices"][0]["message"]
+            replies = send_interleaved(client, convs)
         # a session holds a conversation when it holds a text only that conversation sent (a part of
         # its article, its summary, the model's echo of them): more than one is a wrong join
         seen: dict[str, set[str]] = {}

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Conversation", "article_conversations", "interleaved", "claude_code_requests", "real_replay", "ReplayOutcome",
+__all__ = ["Conversation", "article_conversations", "interleaved", "send_interleaved", "claude_code_requests", "real_replay", "ReplayOutcome",
            "SYSTEM"]
 
 UNIQUE_CHARS = 40  # a message text this long, sent by one transcript only, tells which transcript a session holds
@@ -84,6 +84,25 @@ def interleaved(conversations: list[Conversation]) -> Iterator[tuple[Conversatio
         for c in conversations:
             if k < len(c.requests):
                 yield c, k
+
+
+def send_interleaved(client: Any, conversations: list[Conversation]) -> dict[tuple[str, int], dict[str, Any]]:
+    """Send ``conversations`` through ``client`` (an httpx client on a chat-completions proxy),
+    interleaved, each request carrying the replies its conversation got so far; a compacted
+    conversation's last request is its compaction plus one more turn. Returns the replies by
+    (label, request index)."""
+    replies: dict[tuple[str, int], dict[str, Any]] = {}
+    for c, k in interleaved(conversations):
+        if k == len(c.requests):
+            if c.compaction is None:
+                continue
+            messages = [*c.requests[-1], replies[(c.label, k - 1)], {"role": "user", "content": "And then?"}]
+        else:
+            it = iter(replies[(c.label, r)] for r in range(k))
+            messages = [next(it) if m["role"] == "assistant" else m for m in c.requests[k]]
+        r = client.post("/v1/chat/completions", json={"model": "m", "messages": messages}).json()
+        replies[(c.label, k)] = r["choices"][0]["message"]
+    return replies
 
 
 # -- a Claude Code transcript as the requests its client sent ---------------------------------------

@@ -15,7 +15,7 @@ from engine import Ledger
 from engine.proxy import ProxyConfig, create_app
 from engine.proxy.following import Follower, distinctive, fingerprint
 from engine.proxy.testing import FakeUpstream, serve
-from engine.proxy.testing_traffic import article_conversations, interleaved
+from engine.proxy.testing_traffic import article_conversations, send_interleaved
 
 XSUM = Path("/work/shared/data/xsumfaith/xsumfaith.jsonl")
 SYSTEM = {"role": "system", "content": "You deploy services."}
@@ -106,19 +106,9 @@ def test_a_mixed_replay_of_many_conversations_never_joins_two(upstream, tmp_path
     them read. Whatever is recognised, no session may hold two conversations, and every recognised
     compaction's sources are exactly its own conversation's messages."""
     conversations = article_conversations(XSUM, 30, 15)
-    replies: dict[tuple[str, int], dict] = {}
     with running(upstream, tmp_path) as (url, db):
         client = httpx.Client(base_url=url, headers={"authorization": "Bearer sk-one-client"}, timeout=30)
-        for c, k in interleaved(conversations):
-            if k == len(c.requests):
-                if c.compaction is None:
-                    continue
-                messages = [*c.requests[-1], replies[(c.label, k - 1)], {"role": "user", "content": "And then?"}]
-            else:
-                it = iter(replies[(c.label, r)] for r in range(k))
-                messages = [next(it) if m["role"] == "assistant" else m for m in c.requests[k]]
-            r = client.post("/v1/chat/completions", json={"model": "m", "messages": messages}).json()
-            replies[(c.label, k)] = r["choices"][0]["message"]
+        replies = send_interleaved(client, conversations)
     openings = {c.requests[0][1]["content"]: c for c in conversations}
     openings.update({c.summary: c for c in conversations if c.summary})  # an unrecognised compaction's new session
     recognised = 0
