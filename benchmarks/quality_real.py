@@ -14,6 +14,8 @@ sources is what a re-import of the planted transcript would audit.
 - Held-out: a second planted set and a second second-author set of the same formats, written blind
   (nobody ran the checker while writing them), reported beside the dev numbers. Only the ids of the
   held-out misses are printed, so that tuning does not read the held-out sentences off this table.
+  A third author wrote a second pair of held-out sets (``*_heldout2.jsonl``) without running the checker;
+  for those only counts and the ids of misses and false alarms are printed.
 """
 
 from __future__ import annotations
@@ -205,6 +207,7 @@ def real_section(drift_cases: list[dict], only_rule: str | None = None) -> list[
         lines.append(f"| {style} | {n} | {f} |")
     lines += [""] + [f"- {a}" for a in sa["alarms"][:10]] + [""]
     lines += heldout_lines(compactions, p, sa)
+    lines += heldout2_lines(compactions, p, sa)
     rows = rule_table(compactions, drift_cases, only_rule)
     lines += ["Per rule (errors and warnings; planted cases of the rule's own kinds for recall, every faithful summary for false alarms):", "",
               "| rule | principle | planted named (own kinds) | false alarms on faithful | precision | time |",
@@ -216,22 +219,28 @@ def real_section(drift_cases: list[dict], only_rule: str | None = None) -> list[
     return lines + [""]
 
 
+def _transfer_rows(held: dict, dev: dict) -> list[str]:
+    """Recall per kind on a held-out planted set beside the dev recall, as table rows (counts only)."""
+    rows = ["| kind | held-out cases | named | held-out recall | dev recall | target |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for kind in real_data.PLANTED_KINDS:
+        hit, n = held["per_kind"].get(kind, [0, 0])
+        dev_hit, dev_n = dev["per_kind"].get(kind, [0, 0])
+        rows.append(f"| {kind} | {n} | {hit} | {hit / n if n else 0:.2f} | {dev_hit / dev_n if dev_n else 0:.2f} | >= 0.75 |")
+    hit, n = held["total"]
+    dev_hit, dev_n = dev["total"]
+    rows.append(f"| **all** | {n} | {hit} | **{hit / n if n else 0:.2f}** | {dev_hit / dev_n if dev_n else 0:.2f} | >= 0.90 |")
+    return rows
+
+
 def heldout_lines(compactions: list[Compaction], dev_planted: dict, dev_second: dict) -> list[str]:
     """The held-out sets' tables, each beside the dev number it checks for transfer."""
     lines = []
     heldout = real_data.planted_heldout_cases()
     hp = evaluate_planted(compactions, heldout)
     lines += ["Held-out planted (`benchmarks/data/planted_real_heldout.jsonl`, written blind: other sentences, "
-              "other placements, same mechanics; named as above):", "",
-              "| kind | held-out cases | named | held-out recall | dev recall | target |",
-              "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for kind in real_data.PLANTED_KINDS:
-        hit, n = hp["per_kind"].get(kind, [0, 0])
-        dev_hit, dev_n = dev_planted["per_kind"].get(kind, [0, 0])
-        lines.append(f"| {kind} | {n} | {hit} | {hit / n if n else 0:.2f} | {dev_hit / dev_n if dev_n else 0:.2f} | >= 0.75 |")
-    hit, n = hp["total"]
-    dev_hit, dev_n = dev_planted["total"]
-    lines.append(f"| **all** | {n} | {hit} | **{hit / n if n else 0:.2f}** | {dev_hit / dev_n if dev_n else 0:.2f} | >= 0.90 |")
+              "other placements, same mechanics; named as above):", ""]
+    lines += _transfer_rows(hp, dev_planted)
     if hp["skipped"]:
         lines.append(f"\n{hp['skipped']} held-out planted cases skipped (their transcript is absent).")
     lines += ["", "Held-out misses (ids only): " + (", ".join(hp["missed_ids"]) or "none"), ""]
@@ -251,3 +260,26 @@ def heldout_lines(compactions: list[Compaction], dev_planted: dict, dev_second: 
         for f in found:
             lines.append(f"- {cid} ({style_of[cid]}): {f['severity']} {f['kind']} {f['value'][:60]!r}: {f['message'][:160]}")
     return lines + [""]
+
+
+def heldout2_lines(compactions: list[Compaction], dev_planted: dict, dev_second: dict) -> list[str]:
+    """The second held-out sets (written blind by a third author), beside the dev numbers. Only counts and
+    case ids are printed, never a sentence, a flagged value or a message, so that tuning cannot read the
+    cases off this output."""
+    hp = evaluate_planted(compactions, real_data.planted_heldout2_cases())
+    lines = ["Held-out planted, set 2 (`benchmarks/data/planted_real_heldout2.jsonl`, written blind by a third author):", ""]
+    lines += _transfer_rows(hp, dev_planted)
+    if hp["skipped"]:
+        lines.append(f"\n{hp['skipped']} held-out-2 planted cases skipped (their transcript is absent).")
+    lines += ["", "Held-out-2 misses (ids only): " + (", ".join(hp["missed_ids"]) or "none"), ""]
+    hs = evaluate_second_author(real_data.second_author_heldout2_cases())
+    flagged = sum(v[0] for v in hs["per_style"].values())
+    dev_flagged = sum(v[0] for v in dev_second["per_style"].values())
+    lines += [f"Held-out second author, set 2: {hs['n']} faithful summaries in {len(hs['per_style'])} styles "
+              f"(`benchmarks/data/second_author_heldout2.jsonl`); **false alarms {flagged} of {hs['n']} "
+              f"({flagged / max(hs['n'], 1):.1%}; dev {dev_flagged / max(dev_second['n'], 1):.1%}; target <= 2%)**.", "",
+              "| style | cases | false alarms |", "| --- | ---: | ---: |"]
+    for style, (f, n) in sorted(hs["per_style"].items()):
+        lines.append(f"| {style} | {n} | {f} |")
+    lines += ["", "Held-out-2 false alarms (ids only): " + (", ".join(sorted(hs["loud"])) or "none"), ""]
+    return lines

@@ -18,6 +18,10 @@ Four sets, all plain JSON under ``benchmarks/data/``:
 - ``planted_real_heldout.jsonl`` and ``second_author_heldout.jsonl``: held-out sets of the same two formats,
   written blind (without running the checker) so that tuning on the two sets above is measured for transfer.
   A held-out source may carry ``call``, the tool call id a harness gives a call and its result.
+- ``planted_real_heldout2.jsonl`` and ``second_author_heldout2.jsonl``: a second pair of held-out sets in the
+  same formats, written blind by a third author, who never ran the checker nor read its rules, its cases or
+  the other held-out files (60 planted cases, 2 of each kind per real summary; 40 faithful summaries in ten
+  styles the dev set does not have, every tool result joined to its call by ``call``).
 
 Transcripts fetched from public repositories are not committed here (only the shared one travels with the
 project); a manifest entry whose file is absent reports ``present: False`` and the callers skip it.
@@ -37,6 +41,8 @@ PLANTED = DATA / "planted_real.jsonl"
 SECOND_AUTHOR = DATA / "second_author.jsonl"
 PLANTED_HELDOUT = DATA / "planted_real_heldout.jsonl"
 SECOND_AUTHOR_HELDOUT = DATA / "second_author_heldout.jsonl"
+PLANTED_HELDOUT2 = DATA / "planted_real_heldout2.jsonl"
+SECOND_AUTHOR_HELDOUT2 = DATA / "second_author_heldout2.jsonl"
 
 PLANTED_KINDS = (
     "invented-quote",
@@ -54,10 +60,12 @@ __all__ = [
     "labels",
     "plant",
     "planted_cases",
+    "planted_heldout2_cases",
     "planted_heldout_cases",
     "real_transcripts",
     "resolve",
     "second_author_cases",
+    "second_author_heldout2_cases",
     "second_author_heldout_cases",
     "seen_literals",
     "seen_text",
@@ -113,6 +121,14 @@ def planted_heldout_cases() -> list[dict]:
 
 def second_author_heldout_cases() -> list[dict]:
     return _jsonl(SECOND_AUTHOR_HELDOUT)
+
+
+def planted_heldout2_cases() -> list[dict]:
+    return _jsonl(PLANTED_HELDOUT2)
+
+
+def second_author_heldout2_cases() -> list[dict]:
+    return _jsonl(SECOND_AUTHOR_HELDOUT2)
 
 
 def summary_text(path: str, compaction_line: int) -> str:
@@ -178,6 +194,14 @@ def _main() -> None:
         kinds[case["kind"]] = kinds.get(case["kind"], 0) + 1
     print("held-out planted:", ", ".join(f"{k} {kinds.get(k, 0)}" for k in PLANTED_KINDS))
     print("held-out second-author cases:", len(second_author_heldout_cases()))
+    kinds = {}
+    for case in planted_heldout2_cases():
+        kinds[case["kind"]] = kinds.get(case["kind"], 0) + 1
+    print("held-out-2 planted:", ", ".join(f"{k} {kinds.get(k, 0)}" for k in PLANTED_KINDS))
+    styles: dict[str, int] = {}
+    for case in second_author_heldout2_cases():
+        styles[case["style"]] = styles.get(case["style"], 0) + 1
+    print(f"held-out-2 second-author cases: {sum(styles.values())} in {len(styles)} styles")
 
 
 if __name__ == "__main__":

@@ -190,21 +190,33 @@ def test_plant_inserts_right_after_the_anchor(head, tail, sentence, prefix):
 
 PLANTED_HELDOUT = real_data.planted_heldout_cases()
 SECOND_HELDOUT = real_data.second_author_heldout_cases()
+# The second held-out pair, written blind by a third author; it gets the same checks as the first.
+PLANTED_HELDOUT2 = real_data.planted_heldout2_cases()
+SECOND_HELDOUT2 = real_data.second_author_heldout2_cases()
+PLANTED_SETS = {"heldout": PLANTED_HELDOUT, "heldout2": PLANTED_HELDOUT2}
+SECOND_SETS = {"heldout": SECOND_HELDOUT, "heldout2": SECOND_HELDOUT2}
 LITERAL_KINDS = ("invented-quote", "invented-number", "invented-id")
 
 
-def test_heldout_planted_cases_are_complete_and_spread_over_every_summary():
-    ids = [c["id"] for c in PLANTED_HELDOUT]
+def _other_planted(name: str) -> list[dict]:
+    return PLANTED + [c for other, cases in PLANTED_SETS.items() if other != name for c in cases]
+
+
+@pytest.mark.parametrize("name", sorted(PLANTED_SETS))
+def test_heldout_planted_cases_are_complete_and_spread_over_every_summary(name):
+    cases = PLANTED_SETS[name]
+    others = _other_planted(name)
+    ids = [c["id"] for c in cases]
     assert len(set(ids)) == len(ids)
-    assert not set(ids) & {c["id"] for c in PLANTED}, "held-out ids are new"
-    assert not {c["sentence"] for c in PLANTED_HELDOUT} & {c["sentence"] for c in PLANTED}, "held-out sentences are new"
-    assert collections.Counter(c["kind"] for c in PLANTED_HELDOUT) == {kind: 10 for kind in real_data.PLANTED_KINDS}
-    per = collections.Counter((c["transcript"], c["kind"]) for c in PLANTED_HELDOUT)
-    assert {c["transcript"] for c in PLANTED_HELDOUT} == set(BY_PATH), "every real summary gets held-out cases"
+    assert not set(ids) & {c["id"] for c in others}, "held-out ids are new"
+    assert not {c["sentence"] for c in cases} & {c["sentence"] for c in others}, "held-out sentences are new"
+    assert collections.Counter(c["kind"] for c in cases) == {kind: 10 for kind in real_data.PLANTED_KINDS}
+    per = collections.Counter((c["transcript"], c["kind"]) for c in cases)
+    assert {c["transcript"] for c in cases} == set(BY_PATH), "every real summary gets held-out cases"
     for transcript in BY_PATH:
         for kind in real_data.PLANTED_KINDS:
             assert per[(transcript, kind)] >= 2, (transcript, kind)
-    for case in PLANTED_HELDOUT:
+    for case in cases:
         assert case["sentence"].strip() and case["note"].strip() and case["after"]
         assert case["compaction_line"] in [c["boundary_line"] for c in BY_PATH[case["transcript"]]["compactions"]]
         for literal in case["invented"]:
@@ -213,13 +225,17 @@ def test_heldout_planted_cases_are_complete_and_spread_over_every_summary():
             assert case["invented"], f"{case['id']}: a planted literal must be listed"
 
 
-@pytest.mark.parametrize("path", sorted({c["transcript"] for c in PLANTED_HELDOUT}), ids=lambda p: Path(p).stem[:20])
-def test_heldout_anchor_occurs_once_and_invented_literals_are_absent_from_everything_seen(path):
+@pytest.mark.parametrize(
+    ("name", "path"),
+    sorted({(name, c["transcript"]) for name, cases in PLANTED_SETS.items() for c in cases}),
+    ids=lambda v: Path(v).stem[:20] if "/" in v else v,
+)
+def test_heldout_anchor_occurs_once_and_invented_literals_are_absent_from_everything_seen(name, path):
     """Absent from the main file before the boundary AND from every line of the compaction call's own
     transcript (where hook reminders and project context live), and from the summary itself."""
     entry = BY_PATH[path]
     _present(entry)
-    cases = [c for c in PLANTED_HELDOUT if c["transcript"] == path]
+    cases = [c for c in PLANTED_SETS[name] if c["transcript"] == path]
     line = cases[0]["compaction_line"]
     summary = real_data.summary_text(path, line)
     seen = real_data.seen_text(entry, line)
@@ -253,15 +269,19 @@ _DOUBLE_QUOTED = re.compile(r"\"([^\"\n]{3,})\"")
 _HEX_ID = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
 
 
-def test_heldout_second_author_cases_are_complete_and_in_new_styles():
-    assert len(SECOND_HELDOUT) >= 40
-    ids = [c["id"] for c in SECOND_HELDOUT]
+@pytest.mark.parametrize("name", sorted(SECOND_SETS))
+def test_heldout_second_author_cases_are_complete_and_in_new_styles(name):
+    cases = SECOND_SETS[name]
+    others = SECOND + [c for other, more in SECOND_SETS.items() if other != name for c in more]
+    assert len(cases) >= 40
+    ids = [c["id"] for c in cases]
     assert len(set(ids)) == len(ids)
-    assert not set(ids) & {c["id"] for c in SECOND}
-    styles = collections.Counter(c["style"] for c in SECOND_HELDOUT)
+    assert not set(ids) & {c["id"] for c in others}
+    styles = collections.Counter(c["style"] for c in cases)
     assert len(styles) >= 8 and min(styles.values()) >= 3, styles
-    assert not set(styles) & {c["style"] for c in SECOND}, "held-out styles are ones the dev set does not have"
-    for case in SECOND_HELDOUT:
+    assert not set(styles) & {c["style"] for c in others}, "held-out styles are ones no other set has"
+    assert not {c["summary"] for c in cases} & {c["summary"] for c in others}, "held-out summaries are new"
+    for case in cases:
         assert case["summary"].strip() and case["sources"], case["id"]
         open_calls = []
         for source in case["sources"]:
@@ -278,7 +298,7 @@ def test_heldout_second_author_cases_are_complete_and_in_new_styles():
         assert not open_calls, f"{case['id']}: a call without its result"
 
 
-@pytest.mark.parametrize("case", SECOND_HELDOUT, ids=lambda c: c["id"])
+@pytest.mark.parametrize("case", SECOND_HELDOUT + SECOND_HELDOUT2, ids=lambda c: c["id"])
 def test_heldout_second_author_quotes_code_and_ids_come_from_a_source(case):
     """A cheap floor under "faithful": what the summary puts in backticks or double quotes, and every
     hex id, occurs verbatim in one of its sources (numbers may be converted or rounded, so they are
