@@ -15,7 +15,8 @@ sources is what a re-import of the planted transcript would audit.
   (nobody ran the checker while writing them), reported beside the dev numbers. Only the ids of the
   held-out misses are printed, so that tuning does not read the held-out sentences off this table.
   A third author wrote a second pair of held-out sets (``*_heldout2.jsonl``) without running the checker;
-  for those only counts and the ids of misses and false alarms are printed.
+  for those only counts and the ids of misses and false alarms are printed. A fourth author wrote a third
+  pair (``*_heldout3.jsonl``) the same way; it is reported the same way (counts and ids only).
 """
 
 from __future__ import annotations
@@ -208,6 +209,7 @@ def real_section(drift_cases: list[dict], only_rule: str | None = None) -> list[
     lines += [""] + [f"- {a}" for a in sa["alarms"][:10]] + [""]
     lines += heldout_lines(compactions, p, sa)
     lines += heldout2_lines(compactions, p, sa)
+    lines += heldout3_lines(compactions, p, sa)
     rows = rule_table(compactions, drift_cases, only_rule)
     lines += ["Per rule (errors and warnings; planted cases of the rule's own kinds for recall, every faithful summary for false alarms):", "",
               "| rule | principle | planted named (own kinds) | false alarms on faithful | precision | time |",
@@ -282,4 +284,26 @@ def heldout2_lines(compactions: list[Compaction], dev_planted: dict, dev_second:
     for style, (f, n) in sorted(hs["per_style"].items()):
         lines.append(f"| {style} | {n} | {f} |")
     lines += ["", "Held-out-2 false alarms (ids only): " + (", ".join(sorted(hs["loud"])) or "none"), ""]
+    return lines
+
+
+def heldout3_lines(compactions: list[Compaction], dev_planted: dict, dev_second: dict) -> list[str]:
+    """The third held-out sets (written blind by a fourth author), beside the dev numbers. As for set 2, only
+    counts and case ids are printed, never a sentence, a flagged value or a message."""
+    hp = evaluate_planted(compactions, real_data.planted_heldout3_cases())
+    lines = ["Held-out planted, set 3 (`benchmarks/data/planted_real_heldout3.jsonl`, written blind by a fourth author):", ""]
+    lines += _transfer_rows(hp, dev_planted)
+    if hp["skipped"]:
+        lines.append(f"\n{hp['skipped']} held-out-3 planted cases skipped (their transcript is absent).")
+    lines += ["", "Held-out-3 misses (ids only): " + (", ".join(hp["missed_ids"]) or "none"), ""]
+    hs = evaluate_second_author(real_data.second_author_heldout3_cases())
+    flagged = sum(v[0] for v in hs["per_style"].values())
+    dev_flagged = sum(v[0] for v in dev_second["per_style"].values())
+    lines += [f"Held-out second author, set 3: {hs['n']} faithful summaries in {len(hs['per_style'])} styles "
+              f"(`benchmarks/data/second_author_heldout3.jsonl`); **false alarms {flagged} of {hs['n']} "
+              f"({flagged / max(hs['n'], 1):.1%}; dev {dev_flagged / max(dev_second['n'], 1):.1%}; target <= 2%)**.", "",
+              "| style | cases | false alarms |", "| --- | ---: | ---: |"]
+    for style, (f, n) in sorted(hs["per_style"].items()):
+        lines.append(f"| {style} | {n} | {f} |")
+    lines += ["", "Held-out-3 false alarms (ids only): " + (", ".join(sorted(hs["loud"])) or "none"), ""]
     return lines

@@ -22,6 +22,11 @@ Four sets, all plain JSON under ``benchmarks/data/``:
   same formats, written blind by a third author, who never ran the checker nor read its rules, its cases or
   the other held-out files (60 planted cases, 2 of each kind per real summary; 40 faithful summaries in ten
   styles the dev set does not have, every tool result joined to its call by ``call``).
+- ``planted_real_heldout3.jsonl`` and ``second_author_heldout3.jsonl``: a third pair in the same formats, written
+  blind by a fourth author, who never ran the checker and read neither its rules, its cases nor the other
+  held-out files (60 planted cases, 2 of each kind per real summary, constraints, deadlines and passive
+  completions among them; 40 faithful summaries in ten more styles, several with 15 or more sources, mixed
+  toolchains and figures restated in another form).
 
 Transcripts fetched from public repositories are not committed here (only the shared one travels with the
 project); a manifest entry whose file is absent reports ``present: False`` and the callers skip it.
@@ -43,6 +48,8 @@ PLANTED_HELDOUT = DATA / "planted_real_heldout.jsonl"
 SECOND_AUTHOR_HELDOUT = DATA / "second_author_heldout.jsonl"
 PLANTED_HELDOUT2 = DATA / "planted_real_heldout2.jsonl"
 SECOND_AUTHOR_HELDOUT2 = DATA / "second_author_heldout2.jsonl"
+PLANTED_HELDOUT3 = DATA / "planted_real_heldout3.jsonl"
+SECOND_AUTHOR_HELDOUT3 = DATA / "second_author_heldout3.jsonl"
 
 PLANTED_KINDS = (
     "invented-quote",
@@ -61,11 +68,13 @@ __all__ = [
     "plant",
     "planted_cases",
     "planted_heldout2_cases",
+    "planted_heldout3_cases",
     "planted_heldout_cases",
     "real_transcripts",
     "resolve",
     "second_author_cases",
     "second_author_heldout2_cases",
+    "second_author_heldout3_cases",
     "second_author_heldout_cases",
     "seen_literals",
     "seen_text",
@@ -129,6 +138,14 @@ def planted_heldout2_cases() -> list[dict]:
 
 def second_author_heldout2_cases() -> list[dict]:
     return _jsonl(SECOND_AUTHOR_HELDOUT2)
+
+
+def planted_heldout3_cases() -> list[dict]:
+    return _jsonl(PLANTED_HELDOUT3)
+
+
+def second_author_heldout3_cases() -> list[dict]:
+    return _jsonl(SECOND_AUTHOR_HELDOUT3)
 
 
 def summary_text(path: str, compaction_line: int) -> str:
@@ -202,6 +219,14 @@ def _main() -> None:
     for case in second_author_heldout2_cases():
         styles[case["style"]] = styles.get(case["style"], 0) + 1
     print(f"held-out-2 second-author cases: {sum(styles.values())} in {len(styles)} styles")
+    kinds = {}
+    for case in planted_heldout3_cases():
+        kinds[case["kind"]] = kinds.get(case["kind"], 0) + 1
+    print("held-out-3 planted:", ", ".join(f"{k} {kinds.get(k, 0)}" for k in PLANTED_KINDS))
+    styles = {}
+    for case in second_author_heldout3_cases():
+        styles[case["style"]] = styles.get(case["style"], 0) + 1
+    print(f"held-out-3 second-author cases: {sum(styles.values())} in {len(styles)} styles")
 
 
 if __name__ == "__main__":

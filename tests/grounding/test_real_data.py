@@ -193,8 +193,11 @@ SECOND_HELDOUT = real_data.second_author_heldout_cases()
 # The second held-out pair, written blind by a third author; it gets the same checks as the first.
 PLANTED_HELDOUT2 = real_data.planted_heldout2_cases()
 SECOND_HELDOUT2 = real_data.second_author_heldout2_cases()
-PLANTED_SETS = {"heldout": PLANTED_HELDOUT, "heldout2": PLANTED_HELDOUT2}
-SECOND_SETS = {"heldout": SECOND_HELDOUT, "heldout2": SECOND_HELDOUT2}
+# The third held-out pair, written blind by a fourth author; the same checks again.
+PLANTED_HELDOUT3 = real_data.planted_heldout3_cases()
+SECOND_HELDOUT3 = real_data.second_author_heldout3_cases()
+PLANTED_SETS = {"heldout": PLANTED_HELDOUT, "heldout2": PLANTED_HELDOUT2, "heldout3": PLANTED_HELDOUT3}
+SECOND_SETS = {"heldout": SECOND_HELDOUT, "heldout2": SECOND_HELDOUT2, "heldout3": SECOND_HELDOUT3}
 LITERAL_KINDS = ("invented-quote", "invented-number", "invented-id")
 
 
@@ -298,7 +301,7 @@ def test_heldout_second_author_cases_are_complete_and_in_new_styles(name):
         assert not open_calls, f"{case['id']}: a call without its result"
 
 
-@pytest.mark.parametrize("case", SECOND_HELDOUT + SECOND_HELDOUT2, ids=lambda c: c["id"])
+@pytest.mark.parametrize("case", SECOND_HELDOUT + SECOND_HELDOUT2 + SECOND_HELDOUT3, ids=lambda c: c["id"])
 def test_heldout_second_author_quotes_code_and_ids_come_from_a_source(case):
     """A cheap floor under "faithful": what the summary puts in backticks or double quotes, and every
     hex id, occurs verbatim in one of its sources (numbers may be converted or rounded, so they are
