@@ -31,6 +31,7 @@ _INSTRUCTION = lazy(
     r"required|requires|stressed|emphasi[sz]ed|added\s+that|noted\s+that|made\s+clear)\b"
     r"|\b(?:per|following|according\s+to|as\s+per)\s+(?:the\s+)?user(?:'s)?\s+(?:request|instructions?|wishes|"
     r"preference|direction|guidance|orders?)\b"
+    r"|\b(?:per|according\s+to)\s+the\s+user\s*,"
     r"|\bas\s+(?:the\s+)?user\s+(?:requested|asked|instructed|wanted|said)\b"
     r"|\buser\s+(?:request|instruction|requirement)s?\s*(?::|was|were|is|are)"
     r"|\bthe\s+user(?:'s)?\s+(?:request|instruction|requirement|ask)\s+(?:was|is)\s+to\b",
@@ -50,6 +51,25 @@ _COORDINATED = re.compile(
     r"required|wants|wanted|said)\b",
     re.IGNORECASE,
 )
+# a request whose subject is left out or is a pronoun: "- Asked to leave app.js alone", "They also said …"
+_BARE_REQUEST = lazy(
+    r"\b(?:(?:they|he|she)\s+(?:also\s+|then\s+|later\s+)?"
+    r"(?:asked|requested|wanted|insisted|instructed|told|said|stressed|specified|required|demanded)\b"
+    r"|(?:asked|requested|wanted|insisted|instructed|told|said|stressed|specified|required|demanded)\b"
+    r"(?=\s+(?:to|that|for|not|on|us|me|claude|the\s+agent|it)\b))",
+    re.IGNORECASE,
+)
+_PRONOUN_REQUEST = lazy(
+    r"\b(?:they|he|she)\s+(?:also\s+|then\s+|later\s+)?"
+    r"(?:asked|requested|wanted|insisted|instructed|told|said|stressed|specified|required|demanded)\b",
+    re.IGNORECASE,
+)
+_MARKER_PREFIX = re.compile(r"[\W\d]*")
+# what makes the user that subject: a heading that lists the user's words ("6. All user messages:"), or
+# an earlier sentence of the same paragraph whose request is the user's ("User asked to …. They also …")
+_USER_HEADING = lazy(r"^[\W\d]*(?:all\s+)?(?:the\s+)?user(?:'s)?\s+(?:messages?|requests?|instructions?|feedback|asks?)\b",
+                     re.IGNORECASE | re.MULTILINE)
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 _QUOTED = re.compile(r"\"([^\"\n]{4,300})\"|“([^”\n]{4,300})”")
 
 
@@ -69,19 +89,39 @@ def user_instructions(ev: Evidence) -> list[GroundingFinding]:
     user_words = [content_words(t) for t in user_texts]
     user_index = ev.user_index
     for offset, sentence in sentences(text):
-        for m, claim in _requests(sentence):
+        resolved = _bare_request(sentence) is not None and _user_is_antecedent(text, offset)
+        for m, claim in _requests(sentence, resolved):
             f = _judge(sentence, offset, m, claim, user_texts, user_words, user_index)
             if f is not None:
                 out.append(f)
     return out
 
 
-def _requests(sentence: str) -> list[tuple[re.Match, str]]:
-    """Each request a sentence reports, with the words that state it (up to the next request)."""
+def _bare_request(sentence: str) -> re.Match | None:
+    """The request verb a sentence opens with when it leaves its subject out or names it by a pronoun."""
+    m = _BARE_REQUEST.search(sentence)
+    return m if m is not None and _MARKER_PREFIX.fullmatch(sentence[: m.start()]) else None
+
+
+def _user_is_antecedent(text: str, offset: int) -> bool:
+    """The user is the subject a subjectless or pronoun request at ``offset`` takes: the paragraph
+    before it (back to a blank line) is headed by a list of the user's words, or reports a request of
+    the user's in an earlier sentence."""
+    breaks = [m.end() for m in _PARAGRAPH_BREAK.finditer(text, 0, offset)]
+    before = text[breaks[-1] if breaks else 0 : offset]
+    return _USER_HEADING.search(before) is not None or _INSTRUCTION.search(before) is not None
+
+
+def _requests(sentence: str, resolved: bool = False) -> list[tuple[re.Match, str]]:
+    """Each request a sentence reports, with the words that state it (up to the next request).
+    ``resolved``: the user is the subject of a request that leaves its subject out ("Asked to …")."""
     marks = list(_INSTRUCTION.finditer(sentence))
+    if not marks and resolved:
+        marks = [_bare_request(sentence)]
     if marks or _USER_SUBJECT.match(sentence):
         first = marks[0].start() if marks else 0
         marks += [m for m in _COORDINATED.finditer(sentence) if m.start() > first]
+        marks += [m for m in _PRONOUN_REQUEST.finditer(sentence) if m.start() > first]
         marks.sort(key=lambda m: m.start())
     out = []
     for i, m in enumerate(marks):

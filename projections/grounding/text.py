@@ -10,7 +10,7 @@ from projections.grounding.specifics import extract, tokens
 
 __all__ = ["sentences", "clauses", "stem", "content_words", "clip", "STOP_WORDS", "at_line_position"]
 
-_SENTENCE = lazy(r"(?<=[.!?;])\s+|\n+")
+_SENTENCE = lazy(r"(?<=[.!?;])\s+|(?<=[.!?][\"”’)])\s+(?=[A-Z\"“])|\n+")
 _CLAUSE = lazy(r";|,\s+(?:and|but|while|whereas)\s+|\s+(?:and|but|while|whereas|then)\s+|,\s+|:\s+")
 # "2." or "-" alone: the marker of a list item, which belongs to the words after it
 _MARKER_ONLY = lazy(r"\s*(?:\d{1,3}[.)]|[-*•]|#{1,6})\s*")
@@ -23,7 +23,9 @@ STOP_WORDS = frozenset(
     please can could would should will shall may might must do does did done not no yes just also
     only very more most some any all each both me my i we our us you your they them their he she his
     her him user users asked ask asks asking request requested requests wants wanted want instructed
-    instruction instructions told tell said says say per explicitly like would about again still keep""".split()
+    instruction instructions told tell said says say per explicitly like would about again still keep
+    nothing anything everything something whatever whichever whoever what which who whom whose where when
+    why how don doesn didn isn aren wasn weren won wouldn shouldn couldn""".split()
 )
 
 
