@@ -17,6 +17,7 @@ for a longer one it is a suffix or prefix of.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import re
 from collections import defaultdict
@@ -1083,6 +1084,16 @@ def _without_gutter(text: str, line_numbers: set[float], listing_lengths: set[fl
     return "".join(chars)
 
 
+def _weekday_of(year: int | None, month: int | None, day: int | None) -> int | None:
+    """The weekday (Monday 1, as ``_WEEKDAYS``) of a full date, None for a partial or impossible one."""
+    if year is None or month is None or day is None:
+        return None
+    try:
+        return datetime.date(year, month, day).isoweekday()
+    except ValueError:
+        return None
+
+
 @dataclass(slots=True)
 class SourceIndex:
     """What a set of source texts states, indexed for ``supports``. Build once per set of sources."""
@@ -1226,7 +1237,9 @@ class SourceIndex:
         for y, mo, d, wd in readings:
             for oy, omo, od, owd in candidates:
                 if wd is not None:
-                    if owd == wd:
+                    # a weekday is stated by a source naming it, or by a full date a source gives
+                    # that falls on it (the weekday is a function of the date)
+                    if owd == wd or (owd is None and _weekday_of(oy, omo, od) == wd):
                         return True
                     continue
                 if owd is not None and oy is None:
