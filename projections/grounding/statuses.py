@@ -107,6 +107,7 @@ def status_flips(
                     needles.update(t for sp in mine if sp.category in ENTITY_CATEGORIES for t in tokens(sp.text)[:1])
     if not claims:
         return out
+    named = set().union(*(ents for _, _, _, ents in claims))
     src_sentences: list[tuple[set[str], list[tuple[str, int, int]]]] = []
     for i, src in enumerate(sources):
         if src.harness in DESCRIPTIVE_HARNESS:
@@ -114,12 +115,20 @@ def status_flips(
         lowered = src.text.lower()
         if not any(n in lowered for n in needles):
             continue  # names none of the things the summary gives a status
-        starts = [sp.start for sp in index.per_text[i]] if index is not None else None
+        if index is None:
+            for start, sentence in sentences(src.text):
+                st = _statuses(sentence)
+                if st:
+                    src_sentences.append((_entity_keys(sentence, extract(sentence)), st))
+            continue
+        starts = [sp.start for sp in index.per_text[i]]
         for start, sentence in sentences(src.text):
-            st = _statuses(sentence)
-            if st:
-                theirs = within(index.per_text[i], start, start + len(sentence), starts) if index is not None else extract(sentence)
-                src_sentences.append((_entity_keys(sentence, theirs), st))
+            # a sentence that names none of the things is not read for statuses (the same verdicts)
+            keys = _entity_keys(sentence, within(index.per_text[i], start, start + len(sentence), starts))
+            if keys & named:
+                st = _statuses(sentence)
+                if st:
+                    src_sentences.append((keys, st))
     for at_clause, clause, st, ents in claims:
         for family, polarity, at in st:
             said = {p for keys, sst in src_sentences if keys & ents for f, p, _ in sst if f == family}
