@@ -272,9 +272,11 @@ def _near_quote(value: str, index: SourceIndex) -> str | None:
     value_chars, value_counts = tuple(counted), tuple(counted.values())
     n_value = len(value)
     best, best_ratio = None, 0.0
+    scanned: set[int] = set()
     for toks, tok_set in zip(index.tok_lists, index.tok_sets):
-        if len(wanted.intersection(tok_set)) < want / 2:
-            continue
+        if len(wanted.intersection(tok_set)) < want / 2 or id(toks) in scanned:
+            continue  # (a text read twice holds the same token list: its windows cannot do better)
+        scanned.add(id(toks))
         # a window is tried only where its first or last token is a word of the quote
         hits = list(compress(count(), map(wanted.__contains__, toks)))
         ends = list(accumulate(map(len, toks), initial=0))  # ends[i]: the characters of toks[:i]

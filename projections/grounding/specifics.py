@@ -1095,7 +1095,28 @@ class _Read(NamedTuple):
     figures: list[float]  # every number written in digits, outside clock times, in order
 
 
+# What ``_read`` made of each text (with its own specifics and tokens): sessions repeat texts (the
+# same file read twice, the same output), and one process may index the same sources more than once.
+# Bounded by the characters of the texts it keys, like ``_EXTRACTED``.
+_READ: dict[str, _Read] = {}
+_read_chars = 0
+
+
 def _read(raw: str, found: list[Specific] | None, toks: list[str] | None) -> _Read:
+    global _read_chars
+    if found is not None or toks is not None:
+        return _read_afresh(raw, found, toks)
+    got = _READ.get(raw)
+    if got is None:
+        if _read_chars + len(raw) > _EXTRACTED_LIMIT:
+            _READ.clear()
+            _read_chars = 0
+        got = _READ[raw] = _read_afresh(raw, None, None)
+        _read_chars += len(raw)
+    return got
+
+
+def _read_afresh(raw: str, found: list[Specific] | None, toks: list[str] | None) -> _Read:
     t, shown, length = _without_gutter(raw)
     found = found if found is not None else extract(t)
     toks = toks if toks is not None else tokens(t)
@@ -1193,7 +1214,8 @@ class SourceIndex:
     def tok_sets(self) -> list[frozenset[str]]:
         """Each text's tokens as a set, built on first use."""
         if self._tok_sets is None:
-            self._tok_sets = [frozenset(tk) for tk in self.tok_lists]
+            made: dict[int, frozenset[str]] = {}  # a text read twice holds the same token list
+            self._tok_sets = [made.get(id(tk)) or made.setdefault(id(tk), frozenset(tk)) for tk in self.tok_lists]
         return self._tok_sets
 
     @property
@@ -1209,8 +1231,11 @@ class SourceIndex:
         answered by the token set alone."""
         if self._grams is None:
             out: set[str] = set()
+            done: set[int] = set()  # a text read twice holds the same token list: its grams once
             for tk in self.tok_lists:
-                out |= grams(tk)
+                if id(tk) not in done:
+                    done.add(id(tk))
+                    out |= grams(tk)
             self._grams = out
         return self._grams
 
