@@ -1093,6 +1093,13 @@ class _Read(NamedTuple):
     line_numbers: tuple[float, ...]
     listing_length: float | None
     figures: list[float]  # every number written in digits, outside clock times, in order
+    # its specifics filed as ``SourceIndex`` files them, in order: by category, and the figures,
+    # bare figures, figures of a noun (singular, value) and quantities (dimension, values) they state
+    by_cat: dict[str, list[Specific]]
+    numbers: list[float]
+    bare_numbers: list[float]
+    noun_numbers: list[tuple[str, float]]
+    quantities: list[tuple[str, tuple[float, ...]]]
 
 
 # What ``_read`` made of each text (with its own specifics and tokens): sessions repeat texts (the
@@ -1131,7 +1138,25 @@ def _read_afresh(raw: str, found: list[Specific] | None, toks: list[str] | None)
         figures = [_canon(float(m.group(0).replace(",", ""))) for m in _DIGITS.finditer(t) if not in_clock[m.start()]]
     else:
         figures = [_canon(float(m.group(0).replace(",", ""))) for m in _DIGITS.finditer(t)]
-    return _Read(raw, t, found, toks, shown, length, figures)
+    by_cat: dict[str, list[Specific]] = {}
+    numbers: list[float] = []
+    bare: list[float] = []
+    nouns: list[tuple[str, float]] = []
+    quantities: list[tuple[str, tuple[float, ...]]] = []
+    for sp in found:
+        by_cat.setdefault(sp.category, []).append(sp)
+        if sp.category == "number":
+            numbers.append(sp.value)
+            if not sp.noun:  # "timeout=30" may ground "a 30s timeout"; "64 files" grounds no "64 KB"
+                bare.append(sp.value)
+            else:
+                nouns.append((_singular(sp.noun), sp.value))
+        elif sp.category == "quantity":
+            quantities.append(sp.value)
+            num = _NUM_RX.search(sp.text)
+            if num:
+                numbers.append(_canon(float(num.group(0).replace(",", ""))))
+    return _Read(raw, t, found, toks, shown, length, figures, by_cat, numbers, bare, nouns, quantities)
 
 
 @dataclass(slots=True)
@@ -1153,7 +1178,7 @@ class SourceIndex:
     _norm: str | None = None
     _tok_sets: list[frozenset[str]] | None = None
     _reads: tuple[_Read, ...] = ()
-    lower: str = ""
+    _lower: str | None = None
     line_numbers: set[float] = field(default_factory=set)  # positions a file listing's gutter shows
     listing_lengths: set[float] = field(default_factory=set)  # the last line number of each listing
 
@@ -1185,30 +1210,34 @@ class SourceIndex:
             idx.line_numbers.update(r.line_numbers)
             if r.listing_length is not None:
                 idx.listing_lengths.add(r.listing_length)
+        by_cat, numbers, noun_numbers, quantities = idx.by_cat, idx.numbers, idx.noun_numbers, idx.quantities
+        distinct: dict[int, _Read] = {}  # a text read twice adds nothing more to the sets
         for r in read:
             idx.per_text.append(r.specifics)
             idx.specifics.extend(r.specifics)
             idx.tok_lists.append(r.tokens)
+            for cat, found in r.by_cat.items():
+                by_cat.setdefault(cat, []).extend(found)
+            if id(r) in distinct:
+                continue
+            distinct[id(r)] = r
             idx.toks.update(r.tokens)
-        idx.lower = "\n".join(idx.texts).lower()
-        numbers = idx.numbers
-        for sp in idx.specifics:
-            idx.by_cat.setdefault(sp.category, []).append(sp)
-            if sp.category == "number":
-                numbers.add(sp.value)
-                if not sp.noun:  # "timeout=30" may ground "a 30s timeout"; "64 files" grounds no "64 KB"
-                    idx.bare_numbers.add(sp.value)
-                if sp.noun:
-                    idx.noun_numbers.setdefault(_singular(sp.noun), set()).add(sp.value)
-            elif sp.category == "quantity":
-                dim, values = sp.value
-                idx.quantities.setdefault(dim, set()).update(values)
-                num = _NUM_RX.search(sp.text)
-                if num:
-                    numbers.add(_canon(float(num.group(0).replace(",", ""))))
-        for r in read:
+            numbers.update(r.numbers)
+            idx.bare_numbers.update(r.bare_numbers)
+            for noun, value in r.noun_numbers:
+                noun_numbers.setdefault(noun, set()).add(value)
+            for dim, values in r.quantities:
+                quantities.setdefault(dim, set()).update(values)
+        for r in distinct.values():
             numbers.update(r.figures)
         return idx
+
+    @property
+    def lower(self) -> str:
+        """The texts lower-cased, one a line, built on first use."""
+        if self._lower is None:
+            self._lower = "\n".join(self.texts).lower()
+        return self._lower
 
     @property
     def tok_sets(self) -> list[frozenset[str]]:
