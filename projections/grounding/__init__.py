@@ -118,10 +118,15 @@ def check(
     result = GroundingResult(findings=findings, specifics=len(ev.found))
     if with_coverage:
         srcs = ev.sources
-        kept = ev.index if not any(s.harness for s in srcs) else SourceIndex.build(
-            [s.text for s in srcs if not s.harness], [p for s, p in zip(srcs, ev.index.per_text) if not s.harness],
-            [t for s, t in zip(srcs, ev.index.tok_lists) if not s.harness],
-        )
+        if not any(s.harness for s in srcs):
+            kept = ev.index
+        elif ev.index.read_from([s.text for s in srcs]):
+            kept = ev.index.subset(i for i, s in enumerate(srcs) if not s.harness)
+        else:  # an index of other texts was given
+            kept = SourceIndex.build(
+                [s.text for s in srcs if not s.harness], [p for s, p in zip(srcs, ev.index.per_text) if not s.harness],
+                [t for s, t in zip(srcs, ev.index.tok_lists) if not s.harness],
+            )
         result.source_specifics, result.dropped = coverage(text, kept, ev.found)
     return result
 

@@ -467,31 +467,40 @@ def _judge(evidence: list[tuple[int, str]], outcomes: tuple[tuple[re.Pattern[str
     out = []
     patterns = tuple((rx, p) for rx, p in outcomes if p != _SAID)
     said_rx = [rx for rx, p in outcomes if p == _SAID]
+    shown: dict[str, tuple | None] = {}  # a text given twice (the same output) shows the same
     for i, text in evidence:
-        last = _outcome(text, patterns)
-        said = []
-        for rx in said_rx:
-            for m in rx.finditer(text):
-                start = text.rfind("\n", 0, m.start()) + 1
-                end = text.find("\n", m.end())
-                line = text[start : end if end >= 0 else len(text)]
-                if not _NOT_DONE.search(line):
-                    said.append((start, line))
-        if last is None and not said:
-            continue
-        figures: set[str] = set()
-        for rx, polarity in outcomes:
-            if polarity < 0:
-                continue
-            for m in rx.finditer(text):
-                a = text.rfind("\n", 0, m.start()) + 1
-                b = text.find("\n", m.end())
-                line = text[a : b if b >= 0 else len(text)]
-                if not any(r.search(line) for r, p in outcomes if p < 0):
-                    figures.update(_FIGURE.findall(line))
-        at, verdict = last if last is not None else (-1, 0)
-        out.append((i, verdict, at, figures, said))
+        if text not in shown:
+            shown[text] = _shown(text, outcomes, patterns, said_rx)
+        if shown[text] is not None:
+            out.append((i, *shown[text]))
     return out
+
+
+def _shown(text: str, outcomes, patterns, said_rx) -> tuple[int, int, set[str], list[tuple[int, str]]] | None:
+    """What one source shows for ``_judge`` (None: no outcome line, no line that says it done)."""
+    last = _outcome(text, patterns)
+    said = []
+    for rx in said_rx:
+        for m in rx.finditer(text):
+            start = text.rfind("\n", 0, m.start()) + 1
+            end = text.find("\n", m.end())
+            line = text[start : end if end >= 0 else len(text)]
+            if not _NOT_DONE.search(line):
+                said.append((start, line))
+    if last is None and not said:
+        return None
+    figures: set[str] = set()
+    for rx, polarity in outcomes:
+        if polarity < 0:
+            continue
+        for m in rx.finditer(text):
+            a = text.rfind("\n", 0, m.start()) + 1
+            b = text.find("\n", m.end())
+            line = text[a : b if b >= 0 else len(text)]
+            if not any(r.search(line) for r, p in outcomes if p < 0):
+                figures.update(_FIGURE.findall(line))
+    at, verdict = last if last is not None else (-1, 0)
+    return verdict, at, figures, said
 
 
 def _words(text: str) -> set[str]:

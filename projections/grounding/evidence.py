@@ -138,8 +138,7 @@ class Evidence:
         if not texts:
             return None
         index = self.index
-        if index.texts != tuple(s.text for s in self.sources):
+        if not index.read_from([s.text for s in self.sources]):
             return SourceIndex.build(texts)  # an index of other texts was given: read these afresh
         # the user's sources, as the sources' index already read them
-        mine = [i for i, s in enumerate(self.sources) if not self.roles_known or s.speaks_for_user]
-        return SourceIndex.build(texts, [index.per_text[i] for i in mine], [index.tok_lists[i] for i in mine])
+        return index.subset(i for i, s in enumerate(self.sources) if not self.roles_known or s.speaks_for_user)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from difflib import SequenceMatcher
-from itertools import accumulate
+from itertools import accumulate, compress, count
 
 from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
@@ -268,14 +268,17 @@ def _near_quote(value: str, index: SourceIndex) -> str | None:
     wanted = set(words)
     matcher = SequenceMatcher(None, autojunk=False)
     matcher.set_seq2(value)  # the quote is the sequence the matcher indexes, once
-    value_chars = tuple(Counter(value).items())
+    counted = Counter(value)
+    value_chars, value_counts = tuple(counted), tuple(counted.values())
     n_value = len(value)
     best, best_ratio = None, 0.0
-    for toks in index.tok_lists:
-        if len(wanted.intersection(toks)) < want / 2:
-            continue
+    scanned: set[int] = set()
+    for toks, tok_set in zip(index.tok_lists, index.tok_sets):
+        if len(wanted.intersection(tok_set)) < want / 2 or id(toks) in scanned:
+            continue  # (a text read twice holds the same token list: its windows cannot do better)
+        scanned.add(id(toks))
         # a window is tried only where its first or last token is a word of the quote
-        hits = [i for i, t in enumerate(toks) if t in wanted]
+        hits = list(compress(count(), map(wanted.__contains__, toks)))
         ends = list(accumulate(map(len, toks), initial=0))  # ends[i]: the characters of toks[:i]
         for size in (want - 1, want, want + 1):
             if size < 1 or size > len(toks):
@@ -290,7 +293,7 @@ def _near_quote(value: str, index: SourceIndex) -> str | None:
                 if 2.0 * min(n, n_value) / (n + n_value) < floor:
                     continue
                 candidate = " ".join(toks[i : i + size])
-                common = sum(min(candidate.count(c), k) for c, k in value_chars)  # quick_ratio's matches
+                common = sum(map(min, map(candidate.count, value_chars), value_counts))  # quick_ratio's matches
                 if 2.0 * common / (n + n_value) < floor:
                     continue
                 matcher.set_seq1(candidate)

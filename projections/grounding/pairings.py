@@ -160,6 +160,20 @@ def _source_kind(sp: Specific, text: str) -> tuple:
     return kind
 
 
+def _spots(found: list[Specific], text: str) -> list[tuple]:
+    """(line, paragraph, specific, kind, key) of each pairable specific ``found`` in ``text``."""
+    out = []
+    newlines: list[int] | None = None
+    for sp in found:
+        if not _pairable(sp):
+            continue
+        if newlines is None:
+            newlines = [m.start() for m in _NEWLINE.finditer(text)] if "\n" in text else []
+            blanks = [m.start() for m in _BLANK_LINE.finditer(text)] if newlines else []
+        out.append((bisect_left(newlines, sp.start), bisect_left(blanks, sp.start), sp, _source_kind(sp, text), _look_up(sp)))
+    return out
+
+
 class _Pairs:
     """Where the sources state each pairable specific, and what each unit states near it. Built once
     per source index (every summary checked against the same sources shares it)."""
@@ -175,19 +189,16 @@ class _Pairs:
         self.members: dict[int, tuple[int, ...]] = {}
         for i, u in enumerate(self.unit_of):
             self.members[u] = (*self.members.get(u, ()), i)
+        placed: dict[tuple[int, str], list[tuple]] = {}  # a text read twice has its specifics in the same places
         for i, found in enumerate(index.per_text):
             text = index.texts[i]
             u = self.unit_of[i]
-            newlines: list[int] | None = None
-            for sp in found:
-                if not _pairable(sp):
-                    continue
-                if newlines is None:
-                    newlines = [m.start() for m in _NEWLINE.finditer(text)] if "\n" in text else []
-                    blanks = [m.start() for m in _BLANK_LINE.finditer(text)] if newlines else []
-                s = _Sighting(u, i, bisect_left(newlines, sp.start), bisect_left(blanks, sp.start), sp,
-                              _source_kind(sp, text))
-                self.by_key.setdefault(_look_up(sp), []).append(s)
+            spots = placed.get((id(found), text))
+            if spots is None:
+                spots = placed[(id(found), text)] = _spots(found, text)
+            for line, para, sp, kind, key in spots:
+                s = _Sighting(u, i, line, para, sp, kind)
+                self.by_key.setdefault(key, []).append(s)
                 self.in_unit.setdefault(u, []).append(s)
         self._ev_sources = ev.sources
         self._steps: Steps | None = None

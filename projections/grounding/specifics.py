@@ -21,7 +21,7 @@ import datetime
 import functools
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -1062,26 +1062,102 @@ _ARROW_GUTTER = re.compile(r"(?m)^( *)(\d{1,7})→")
 _TAB_GUTTER = re.compile(r"(?m)^( *)(\d{1,7})\t")
 
 
-def _without_gutter(text: str, line_numbers: set[float], listing_lengths: set[float]) -> str:
-    """``text`` with its listing gutters blanked (same length, so offsets hold); their numbers go
-    to ``line_numbers`` and each listing's last one to ``listing_lengths``."""
+def _without_gutter(text: str) -> tuple[str, tuple[float, ...], float | None]:
+    """``text`` with its listing gutters blanked (same length, so offsets hold), the line numbers
+    they show (in order) and the listing's last one (None without a gutter)."""
     if "→" in text:
         matches = list(_ARROW_GUTTER.finditer(text))
     elif "\t" in text:
         matches = list(_TAB_GUTTER.finditer(text))
         # a tab after a number is a gutter only where the numbers count up line by line
         if not (len(matches) >= 3 and all(int(b.group(2)) == int(a.group(2)) + 1 for a, b in zip(matches, matches[1:]))):
-            return text
+            return text, (), None
     else:
-        return text
+        return text, (), None
     if not matches:
-        return text
+        return text, (), None
     chars = list(text)
     for m in matches:
-        line_numbers.add(float(int(m.group(2))))
         chars[m.start(2) : m.end(2)] = " " * (m.end(2) - m.start(2))
-    listing_lengths.add(float(int(matches[-1].group(2))))
-    return "".join(chars)
+    shown = tuple(float(int(m.group(2))) for m in matches)
+    return "".join(chars), shown, shown[-1]
+
+
+class _Read(NamedTuple):
+    """What ``SourceIndex.build`` reads in one source text, kept so that an index of some of the
+    texts (``SourceIndex.subset``) is assembled without reading them again."""
+
+    raw: str  # the text as given
+    text: str  # without its listing gutter
+    specifics: list[Specific]
+    tokens: list[str]
+    line_numbers: tuple[float, ...]
+    listing_length: float | None
+    figures: list[float]  # every number written in digits, outside clock times, in order
+    # its specifics filed as ``SourceIndex`` files them, in order: by category, and the figures,
+    # bare figures, figures of a noun (singular, value) and quantities (dimension, values) they state
+    by_cat: dict[str, list[Specific]]
+    numbers: list[float]
+    bare_numbers: list[float]
+    noun_numbers: list[tuple[str, float]]
+    quantities: list[tuple[str, tuple[float, ...]]]
+
+
+# What ``_read`` made of each text (with its own specifics and tokens): sessions repeat texts (the
+# same file read twice, the same output), and one process may index the same sources more than once.
+# Bounded by the characters of the texts it keys, like ``_EXTRACTED``.
+_READ: dict[str, _Read] = {}
+_read_chars = 0
+
+
+def _read(raw: str, found: list[Specific] | None, toks: list[str] | None) -> _Read:
+    global _read_chars
+    if found is not None or toks is not None:
+        return _read_afresh(raw, found, toks)
+    got = _READ.get(raw)
+    if got is None:
+        if _read_chars + len(raw) > _EXTRACTED_LIMIT:
+            _READ.clear()
+            _read_chars = 0
+        got = _READ[raw] = _read_afresh(raw, None, None)
+        _read_chars += len(raw)
+    return got
+
+
+def _read_afresh(raw: str, found: list[Specific] | None, toks: list[str] | None) -> _Read:
+    t, shown, length = _without_gutter(raw)
+    found = found if found is not None else extract(t)
+    toks = toks if toks is not None else tokens(t)
+    # numbers inside identifiers, paths and URLs still count as stated for a bare number in a
+    # summary ("port 8080" in a URL, "migration 0042" in 0042_add_index); the minutes of a clock
+    # time do not ("retried 7 times" is not supported by "07:41"), but a date's year does
+    clocks = [(sp.start, sp.end) for sp in found if sp.category == "time" and sp.end > sp.start]
+    if clocks:
+        in_clock = bytearray(len(t) + 1)  # 1 inside a clock time
+        for a, b in clocks:
+            in_clock[a:b] = b"\x01" * (b - a)
+        figures = [_canon(float(m.group(0).replace(",", ""))) for m in _DIGITS.finditer(t) if not in_clock[m.start()]]
+    else:
+        figures = [_canon(float(m.group(0).replace(",", ""))) for m in _DIGITS.finditer(t)]
+    by_cat: dict[str, list[Specific]] = {}
+    numbers: list[float] = []
+    bare: list[float] = []
+    nouns: list[tuple[str, float]] = []
+    quantities: list[tuple[str, tuple[float, ...]]] = []
+    for sp in found:
+        by_cat.setdefault(sp.category, []).append(sp)
+        if sp.category == "number":
+            numbers.append(sp.value)
+            if not sp.noun:  # "timeout=30" may ground "a 30s timeout"; "64 files" grounds no "64 KB"
+                bare.append(sp.value)
+            else:
+                nouns.append((_singular(sp.noun), sp.value))
+        elif sp.category == "quantity":
+            quantities.append(sp.value)
+            num = _NUM_RX.search(sp.text)
+            if num:
+                numbers.append(_canon(float(num.group(0).replace(",", ""))))
+    return _Read(raw, t, found, toks, shown, length, figures, by_cat, numbers, bare, nouns, quantities)
 
 
 def _weekday_of(year: int | None, month: int | None, day: int | None) -> int | None:
@@ -1096,7 +1172,8 @@ def _weekday_of(year: int | None, month: int | None, day: int | None) -> int | N
 
 @dataclass(slots=True)
 class SourceIndex:
-    """What a set of source texts states, indexed for ``supports``. Build once per set of sources."""
+    """What a set of source texts states, indexed for ``supports``. Build once per set of sources;
+    an index of some of them is ``subset``."""
 
     texts: tuple[str, ...]
     specifics: list[Specific] = field(default_factory=list)
@@ -1110,7 +1187,9 @@ class SourceIndex:
     tok_lists: list[list[str]] = field(default_factory=list)
     _grams: set[str] | None = None
     _norm: str | None = None
-    lower: str = ""
+    _tok_sets: list[frozenset[str]] | None = None
+    _reads: tuple[_Read, ...] = ()
+    _lower: str | None = None
     line_numbers: set[float] = field(default_factory=set)  # positions a file listing's gutter shows
     listing_lengths: set[float] = field(default_factory=set)  # the last line number of each listing
 
@@ -1120,49 +1199,64 @@ class SourceIndex:
     ) -> SourceIndex:
         """Index ``texts`` (``specifics`` and ``tok_lists``: their already extracted specifics and
         tokens, one list per text)."""
-        line_numbers: set[float] = set()
-        listing_lengths: set[float] = set()
-        texts = tuple(_without_gutter(t, line_numbers, listing_lengths) for t in texts)
-        idx = cls(texts)
-        idx.line_numbers = line_numbers
-        idx.listing_lengths = listing_lengths
-        all_toks: list[str] = []
-        for i, t in enumerate(texts):
-            found = specifics[i] if specifics is not None else extract(t)
-            idx.per_text.append(found)
-            idx.specifics.extend(found)
-            tk = tok_lists[i] if tok_lists is not None else tokens(t)
-            all_toks.extend(tk)
-            idx.tok_lists.append(tk)
-        idx.toks = set(all_toks)
-        idx.lower = "\n".join(texts).lower()
-        for sp in idx.specifics:
-            idx.by_cat.setdefault(sp.category, []).append(sp)
-            if sp.category == "number":
-                idx.numbers.add(sp.value)
-                if not sp.noun:  # "timeout=30" may ground "a 30s timeout"; "64 files" grounds no "64 KB"
-                    idx.bare_numbers.add(sp.value)
-                if sp.noun:
-                    idx.noun_numbers.setdefault(_singular(sp.noun), set()).add(sp.value)
-            elif sp.category == "quantity":
-                dim, values = sp.value
-                idx.quantities.setdefault(dim, set()).update(values)
-                num = _NUM_RX.search(sp.text)
-                if num:
-                    idx.numbers.add(_canon(float(num.group(0).replace(",", ""))))
-        # numbers inside identifiers, paths and URLs still count as stated for a bare number in a
-        # summary ("port 8080" in a URL, "migration 0042" in 0042_add_index); the minutes of a clock
-        # time do not ("retried 7 times" is not supported by "07:41"), but a date's year does
-        for i, t in enumerate(texts):
-            in_clock = bytearray(len(t) + 1)  # 1 inside a clock time
-            for sp in idx.per_text[i]:
-                if sp.category == "time" and sp.end > sp.start:
-                    in_clock[sp.start : sp.end] = b"\x01" * (sp.end - sp.start)
-            for m in _DIGITS.finditer(t):
-                if in_clock[m.start()]:
-                    continue
-                idx.numbers.add(_canon(float(m.group(0).replace(",", ""))))
+        return cls._assemble(tuple(
+            _read(t, specifics[i] if specifics is not None else None, tok_lists[i] if tok_lists is not None else None)
+            for i, t in enumerate(texts)
+        ))
+
+    def subset(self, keep: Iterable[int]) -> SourceIndex:
+        """The index of the texts at ``keep`` (positions in ``texts``, in order): what ``build``
+        makes of them with the specifics and tokens read here, without reading them again."""
+        return self._assemble(tuple(self._reads[i] for i in keep))
+
+    def read_from(self, texts: Sequence[str]) -> bool:
+        """Was this index built from exactly ``texts`` (as given, before gutters were blanked)?"""
+        return len(texts) == len(self._reads) and all(r.raw == t for r, t in zip(self._reads, texts))
+
+    @classmethod
+    def _assemble(cls, read: tuple[_Read, ...]) -> SourceIndex:
+        idx = cls(tuple(r.text for r in read))
+        idx._reads = read
+        for r in read:
+            idx.line_numbers.update(r.line_numbers)
+            if r.listing_length is not None:
+                idx.listing_lengths.add(r.listing_length)
+        by_cat, numbers, noun_numbers, quantities = idx.by_cat, idx.numbers, idx.noun_numbers, idx.quantities
+        distinct: dict[int, _Read] = {}  # a text read twice adds nothing more to the sets
+        for r in read:
+            idx.per_text.append(r.specifics)
+            idx.specifics.extend(r.specifics)
+            idx.tok_lists.append(r.tokens)
+            for cat, found in r.by_cat.items():
+                by_cat.setdefault(cat, []).extend(found)
+            if id(r) in distinct:
+                continue
+            distinct[id(r)] = r
+            idx.toks.update(r.tokens)
+            numbers.update(r.numbers)
+            idx.bare_numbers.update(r.bare_numbers)
+            for noun, value in r.noun_numbers:
+                noun_numbers.setdefault(noun, set()).add(value)
+            for dim, values in r.quantities:
+                quantities.setdefault(dim, set()).update(values)
+        for r in distinct.values():
+            numbers.update(r.figures)
         return idx
+
+    @property
+    def lower(self) -> str:
+        """The texts lower-cased, one a line, built on first use."""
+        if self._lower is None:
+            self._lower = "\n".join(self.texts).lower()
+        return self._lower
+
+    @property
+    def tok_sets(self) -> list[frozenset[str]]:
+        """Each text's tokens as a set, built on first use."""
+        if self._tok_sets is None:
+            made: dict[int, frozenset[str]] = {}  # a text read twice holds the same token list
+            self._tok_sets = [made.get(id(tk)) or made.setdefault(id(tk), frozenset(tk)) for tk in self.tok_lists]
+        return self._tok_sets
 
     @property
     def norm(self) -> str:
@@ -1177,8 +1271,11 @@ class SourceIndex:
         answered by the token set alone."""
         if self._grams is None:
             out: set[str] = set()
+            done: set[int] = set()  # a text read twice holds the same token list: its grams once
             for tk in self.tok_lists:
-                out |= grams(tk)
+                if id(tk) not in done:
+                    done.add(id(tk))
+                    out |= grams(tk)
             self._grams = out
         return self._grams
 

@@ -8,6 +8,7 @@ are compared only where a source names the same thing with a status of the same 
 
 from __future__ import annotations
 
+import functools
 import re
 from bisect import bisect_left
 from collections.abc import Sequence
@@ -65,7 +66,12 @@ def _scan_statuses(clause: str) -> list[tuple[str, int, int]]:
 
 
 def _entity_keys(clause: str, found: list[Specific]) -> set[str]:
-    return {"".join(tokens(sp.text)) for sp in found if sp.category in ENTITY_CATEGORIES and not sp.weak}
+    return {_squashed(sp.text) for sp in found if sp.category in ENTITY_CATEGORIES and not sp.weak}
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _squashed(text: str) -> str:
+    return "".join(tokens(text))
 
 
 def within(found: list[Specific], start: int, end: int, starts: list[int] | None = None) -> list[Specific]:
@@ -107,6 +113,8 @@ def status_flips(
                     needles.update(t for sp in mine if sp.category in ENTITY_CATEGORIES for t in tokens(sp.text)[:1])
     if not claims:
         return out
+    named = set().union(*(ents for _, _, _, ents in claims))
+    read: dict[tuple[str, int], list[tuple[set[str], list[tuple[str, int, int]]]]] = {}
     src_sentences: list[tuple[set[str], list[tuple[str, int, int]]]] = []
     for i, src in enumerate(sources):
         if src.harness in DESCRIPTIVE_HARNESS:
@@ -114,12 +122,25 @@ def status_flips(
         lowered = src.text.lower()
         if not any(n in lowered for n in needles):
             continue  # names none of the things the summary gives a status
-        starts = [sp.start for sp in index.per_text[i]] if index is not None else None
-        for start, sentence in sentences(src.text):
-            st = _statuses(sentence)
-            if st:
-                theirs = within(index.per_text[i], start, start + len(sentence), starts) if index is not None else extract(sentence)
-                src_sentences.append((_entity_keys(sentence, theirs), st))
+        if index is None:
+            for start, sentence in sentences(src.text):
+                st = _statuses(sentence)
+                if st:
+                    src_sentences.append((_entity_keys(sentence, extract(sentence)), st))
+            continue
+        key = (src.text, id(index.per_text[i]))  # a text given twice says the same twice
+        said = read.get(key)
+        if said is None:
+            said = read[key] = []
+            starts = [sp.start for sp in index.per_text[i]]
+            for start, sentence in sentences(src.text):
+                # a sentence that names none of the things is not read for statuses (the same verdicts)
+                keys = _entity_keys(sentence, within(index.per_text[i], start, start + len(sentence), starts))
+                if keys & named:
+                    st = _statuses(sentence)
+                    if st:
+                        said.append((keys, st))
+        src_sentences.extend(said)
     for at_clause, clause, st, ents in claims:
         for family, polarity, at in st:
             said = {p for keys, sst in src_sentences if keys & ents for f, p, _ in sst if f == family}
