@@ -21,6 +21,7 @@ from collections import Counter
 from difflib import SequenceMatcher
 from itertools import accumulate
 
+from projections.grounding.conversions import converted, ratio_as_percent, time_in_zone
 from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
 from projections.grounding.registry import GroundingFinding, finding, rule
@@ -47,11 +48,14 @@ _PLACEHOLDER = lazy(r"<[^<>\s]{1,40}>|\$\{[^}]{1,40}\}|\{[A-Za-z_][\w.]{0,30}\}|
       "A literal the summary states (a quotation, a number with its unit, an id, a hash, a path, a time) "
       "is in something the summarizer saw.", claims=False)
 def check_literals(ev: Evidence) -> list[GroundingFinding]:
-    return unsupported(ev.text, ev.index, found=ev.found)
+    units = [ev.units[u] for u in ev.unit_of] if len(ev.sources) == len(ev.index.texts) else None
+    return unsupported(ev.text, ev.index, found=ev.found, units=units)
 
 
-def unsupported(text: str, index: SourceIndex, *, found: list[Specific]) -> list[GroundingFinding]:
-    """Findings for the specifics ``found`` in ``text`` that ``index`` does not support."""
+def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
+                units: list[tuple[int, ...]] | None = None) -> list[GroundingFinding]:
+    """Findings for the specifics ``found`` in ``text`` that ``index`` does not support (``units``:
+    for each source, the sources of its unit of evidence)."""
     out: list[GroundingFinding] = []
     seen: set[str] = set()
     n_sources = len(index.texts)
@@ -61,7 +65,7 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific]) -> list
         if patterns and sp.category != "quote" and any(a <= sp.start and sp.end <= b for a, b in patterns):
             continue
         ok, near = index.supports(sp)
-        if ok or _stated_otherwise(sp, text, index):
+        if ok or _stated_otherwise(sp, text, index, found, units):
             continue
         if sp.key in seen:
             continue
@@ -95,7 +99,8 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific]) -> list
     return out
 
 
-def _stated_otherwise(sp: Specific, text: str, index: SourceIndex) -> bool:
+def _stated_otherwise(sp: Specific, text: str, index: SourceIndex, found: list[Specific],
+                      units: list[tuple[int, ...]] | None) -> bool:
     """A literal the sources state in another written form the index does not normalize: verbatim
     inside a longer token, a listing's line number, a rounded or re-expressed figure, a count joined
     to its noun, a class of status codes written as a pattern."""
@@ -106,7 +111,9 @@ def _stated_otherwise(sp: Specific, text: str, index: SourceIndex) -> bool:
             return True  # "+12/-3": the sign says which way a count of lines went
         return _listing_figure(sp, text, index)
     if sp.category == "quantity":
-        return _rounded(sp, index) or _ratio_as_percent(sp, index)
+        return converted(sp, text, index, found=found, units=units) or ratio_as_percent(sp, text, index)
+    if sp.category == "time":
+        return time_in_zone(sp, text, index)
     if sp.category == "identifier":
         return _count_compound(sp, index)
     if sp.category == "code" and isinstance(sp.value, tuple):
@@ -129,39 +136,6 @@ def _verbatim(written: str, index: SourceIndex) -> bool:
     if len(w) < 2 or w.startswith(("`", '"', "'", "“")):
         return False
     return re.search(r"(?<![\w.])" + re.escape(w) + r"(?![\w]|\.\d)", index.lower) is not None
-
-
-def _written_decimals(written: str) -> int:
-    m = _FIGURE.search(written)
-    if m is None or "." not in m.group(0):
-        return 0
-    return len(m.group(0).split(".", 1)[1])
-
-
-def _rounded(sp: Specific, index: SourceIndex) -> bool:
-    """A quantity written with fewer digits than a source gives it, in any unit of its dimension:
-    "5.4 seconds" for ``5.377s``, "5.4 s" for ``5412 ms`` (rounding to what is written)."""
-    dim, values = sp.value
-    written = _first_figure(sp.text)
-    stated = index.quantities.get(dim)
-    if not written or not stated:
-        return False
-    half_step = 0.5 * 10.0 ** -_written_decimals(sp.text)
-    for v in values:
-        scale = v / written
-        if any(abs(o - v) <= half_step * scale * (1 + 1e-9) and o != v for o in stated):
-            return True
-    return False
-
-
-def _ratio_as_percent(sp: Specific, index: SourceIndex) -> bool:
-    """A percentage of a fraction a source prints as a decimal: "about 0.3%" for ``0.0031``."""
-    dim, values = sp.value
-    if dim != "%":
-        return False
-    half_step = 0.5 * 10.0 ** -_written_decimals(sp.text)
-    v = values[0]
-    return any(0 < o < 1 and abs(100 * o - v) <= half_step * (1 + 1e-9) for o in index.numbers)
 
 
 _COUNT_COMPOUND = re.compile(r"(\d+(?:\.\d+)?)-([a-z]{3,})")

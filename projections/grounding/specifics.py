@@ -129,6 +129,10 @@ _unit("gb gigabyte gigabytes", "B", 1e9, 1024**3)
 _unit("gib", "B", 1024**3)
 _unit("tb terabyte terabytes", "B", 1e12, 1024**4)
 _unit("tib", "B", 1024**4)
+_unit("ki", "B", 1024)  # Kubernetes' binary suffixes: 2Gi is 2048Mi
+_unit("mi", "B", 1024**2)
+_unit("gi", "B", 1024**3)
+_unit("ti", "B", 1024**4)
 _unit("% percent pct", "%", 1)
 _unit("rps qps req/s reqs/s requests/s", "rps", 1)
 _unit("x", "x", 1)
@@ -139,7 +143,12 @@ _unit("usd dollars", "$", 1)
 _unit("eur euros", "€", 1)
 _unit("gbp pounds", "£", 1)
 # single letters are units only when glued to the number ("30s", "5m", "2h", "3d", "512b")
-_GLUED_ONLY = {"s", "m", "h", "d", "b", "x"}
+_GLUED_ONLY = {"s", "m", "h", "d", "b", "x", "ki", "mi", "gi", "ti"}
+
+def unit_of(word: str) -> tuple[str, tuple[float, ...]] | None:
+    """(dimension, factors to its base unit) of a unit's name (``"GiB"``, ``"minutes"``), or None."""
+    return _UNITS.get(word.lower())
+
 
 def unit_factors(dim: str) -> tuple[float, ...]:
     """Every factor to the base unit of the units of one dimension (seconds, bytes, ...)."""
@@ -169,6 +178,7 @@ TECH_PARTS = frozenset(
     analytics reporting report reports export import sync async stream streams events event""".split()
 )
 
+_HOST_TLDS = "com|net|org|io|dev|internal|local|lan|cloud|svc|cluster|prod|staging|corp|ai|co|uk|de|app"
 _FILE_EXTS = (
     "py|pyc|js|mjs|cjs|ts|tsx|jsx|go|rs|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|scala|sql|yaml|yml|"
     "json|jsonl|toml|ini|cfg|conf|config|env|log|txt|md|rst|sh|bash|zsh|ps1|csv|tsv|lock|xml|html|"
@@ -342,6 +352,8 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
             r"|(?<![\w&])#\d+\b"  # PR #123
         ),
     ),
+    # a duration written in several units ("6m40s", "1m48.2s", "2h30m"): one quantity in seconds
+    ("duration", _deferred(r"(?<![\w.])(?:(?P<h>\d+)h(?=\d))?(?:(?P<m>\d+)m(?=\d))?(?P<last>\d+(?:\.\d+)?)(?P<unit>[hms])(?![\w]|\.\d)", _I)),
     (
         "currency",
         _deferred(rf"[$€£]\s?(?:{_NUM})(?:\s?(?:k|m|bn|million|billion|thousand)\b)?", _I),
@@ -366,7 +378,7 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
         "identifier",
         # letters and digits mixed in one token (req-8f3a2b, db-01, node7, us-east-1, i-0abc12)
         _deferred(
-            r"(?<![\w.-])(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)[A-Za-z0-9]+(?:[-_.][A-Za-z0-9]+)*(?![\w-])"
+            r"(?<![\w.-])(?<!\d,)(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)[A-Za-z0-9]+(?:[-_.][A-Za-z0-9]+)*(?![\w-])"
         ),
     ),
     (
@@ -390,7 +402,7 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
         "host",
         _deferred(
             r"(?<![\w.@/-])(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+"
-            r"(?:com|net|org|io|dev|internal|local|lan|cloud|svc|cluster|prod|staging|corp|ai|co|uk|de|app)\b(?![\w-])",
+            r"(?:" + _HOST_TLDS + r")\b(?![\w-])",
             _I,
         ),
     ),
@@ -521,7 +533,7 @@ _HAS_LETTER = lazy(r"[^\W\d_]")
 
 def _wanted(kind: str, text: str, words: set[str], digits: bool) -> bool:
     """A cheap test that a pattern can match at all: most texts need only a few of the patterns."""
-    if kind in ("uuid", "datetime", "isodate", "slashdate", "ip", "hash", "currency", "quantity", "identifier", "number", "version"):
+    if kind in ("uuid", "datetime", "isodate", "slashdate", "ip", "hash", "currency", "duration", "quantity", "identifier", "number", "version"):
         return digits
     if kind == "url":
         return "://" in text
@@ -616,7 +628,7 @@ def _token_kinds(tok: str, months: bool) -> tuple[str, ...]:
     if has_digit:
         kinds += ("uuid", "hash", "identifier")
         if c.isdigit():
-            kinds += ("datetime", "isodate", "slashdate", "time", "ip", "version", "quantity", "number")
+            kinds += ("datetime", "isodate", "slashdate", "time", "ip", "version", "duration", "quantity", "number")
             if months:
                 kinds.append("textdate")
         elif c in "+-." and len(tok) > 1 and tok[1].isdigit():
@@ -891,6 +903,14 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
         if mult:
             value *= {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}[mult.group(1).lower()]
         return Specific("quantity", s, a, b, (sym, (_canon(value),)))
+    if kind == "duration":
+        h, mi, last, unit = m.group("h"), m.group("m"), m.group("last"), m.group("unit").lower()
+        if h is None and mi is None:
+            return None  # one unit ("30s"): a plain quantity
+        if (unit == "h") or (unit == "m" and mi is not None) or (h is not None and mi is None and unit == "s"):
+            return None  # "2h30h", "1m2m", "1h30s": no duration
+        seconds = int(h or 0) * 3600 + int(mi or 0) * 60 + float(last) * {"m": 60, "s": 1}[unit]
+        return Specific("quantity", s, a, b, ("s", (_canon(seconds),)), hedge=_hedge(text, a))
     if kind == "quantity" or kind == "wordquantity":
         unit = m.group("unit").lower()
         if unit not in _UNITS and unit != "%":
@@ -1057,7 +1077,7 @@ def _title_run(text: str, a: int, b: int) -> bool:
 # ``    50<TAB>code``) is the harness's position marker, not a figure the file states: with it, every
 # number below a listing's length would ground any count a summary invents ("500 lines", "212
 # insertions"). The gutter grounds line positions ("line 50") and the listing's length only.
-_ARROW_GUTTER = re.compile(r"(?m)^( *)(\d{1,7})→")
+_ARROW_GUTTER = re.compile(r"(?m)(?:^|\\n)( *)(\d{1,7})→")  # also a listing quoted in JSON (its newlines escaped)
 _TAB_GUTTER = re.compile(r"(?m)^( *)(\d{1,7})\t")
 
 
@@ -1083,6 +1103,36 @@ def _without_gutter(text: str, line_numbers: set[float], listing_lengths: set[fl
     return "".join(chars)
 
 
+# A position in a file, as compilers, test runners and ``grep -n`` print it: ``session.ex:152``,
+# ``decoder.ex:983:47``, a line ``39:matched text``. Like a listing's gutter it grounds line
+# positions ("line 152"), not counts or measures.
+_POSITION = re.compile(
+    r"(?m)^(\d{1,6}):(?=[^\d\s]|\s*$)|(?P<file>[\w.-]*/)?[\w-]+\.(?P<ext>[A-Za-z][A-Za-z0-9]{0,5}):(\d{1,6})(?::(\d{1,4}))?(?![\w.])"
+)
+_HOST_TAILS = frozenset(_HOST_TLDS.split("|"))  # ``db.internal:5432`` is a host's port, not a position
+
+
+# an opaque token: 20 or more letters and digits, mixed, unbroken by separators (base64, a key, a
+# signature): its digits are characters, not figures
+_OPAQUE = re.compile(r"(?<![\w+/])(?=[A-Za-z0-9+/]*\d[A-Za-z0-9+/]*\d)(?=[A-Za-z0-9+/]*[a-z])(?=[A-Za-z0-9+/]*[A-Z])[A-Za-z0-9+/]{20,}={0,2}")
+
+
+def _positions(text: str, line_numbers: set[float]) -> set[int]:
+    """The offsets of the line positions in ``text``; their numbers go to ``line_numbers``."""
+    if ":" not in text:
+        return set()
+    out = set()
+    for m in _POSITION.finditer(text):
+        if m.group(1) is None and not m.group("file") and m.group("ext").lower() in _HOST_TAILS:
+            continue
+        for g in (1, 4, 5):
+            if m.group(g) is not None:
+                out.add(m.start(g))
+        line = m.group(1) or m.group(4)
+        line_numbers.add(float(int(line)))
+    return out
+
+
 @dataclass(slots=True)
 class SourceIndex:
     """What a set of source texts states, indexed for ``supports``. Build once per set of sources."""
@@ -1102,6 +1152,7 @@ class SourceIndex:
     lower: str = ""
     line_numbers: set[float] = field(default_factory=set)  # positions a file listing's gutter shows
     listing_lengths: set[float] = field(default_factory=set)  # the last line number of each listing
+    derived: dict[str, Any] = field(default_factory=dict)  # views a rule derives from the texts, on first use
 
     @classmethod
     def build(
@@ -1125,30 +1176,42 @@ class SourceIndex:
             idx.tok_lists.append(tk)
         idx.toks = set(all_toks)
         idx.lower = "\n".join(texts).lower()
-        for sp in idx.specifics:
-            idx.by_cat.setdefault(sp.category, []).append(sp)
-            if sp.category == "number":
-                idx.numbers.add(sp.value)
-                if not sp.noun:  # "timeout=30" may ground "a 30s timeout"; "64 files" grounds no "64 KB"
-                    idx.bare_numbers.add(sp.value)
-                if sp.noun:
-                    idx.noun_numbers.setdefault(_singular(sp.noun), set()).add(sp.value)
-            elif sp.category == "quantity":
-                dim, values = sp.value
-                idx.quantities.setdefault(dim, set()).update(values)
-                num = _NUM_RX.search(sp.text)
-                if num:
-                    idx.numbers.add(_canon(float(num.group(0).replace(",", ""))))
+        positions = [_positions(t, line_numbers) for t in texts]
+        for i, found in enumerate(idx.per_text):
+            at = positions[i]
+            for sp in found:
+                idx.by_cat.setdefault(sp.category, []).append(sp)
+                if sp.category == "number":
+                    if at and sp.start in at:
+                        continue  # a line position (``x.exs:50``, grep's ``39:``), not a figure
+                    idx.numbers.add(sp.value)
+                    if not sp.noun:  # "timeout=30" may ground "a 30s timeout"; "64 files" grounds no "64 KB"
+                        idx.bare_numbers.add(sp.value)
+                    if sp.noun:
+                        idx.noun_numbers.setdefault(_singular(sp.noun), set()).add(sp.value)
+                elif sp.category == "quantity":
+                    dim, values = sp.value
+                    idx.quantities.setdefault(dim, set()).update(values)
+                    num = _NUM_RX.search(sp.text)
+                    if num:
+                        idx.numbers.add(_canon(float(num.group(0).replace(",", ""))))
         # numbers inside identifiers, paths and URLs still count as stated for a bare number in a
         # summary ("port 8080" in a URL, "migration 0042" in 0042_add_index); the minutes of a clock
-        # time do not ("retried 7 times" is not supported by "07:41"), but a date's year does
+        # time do not ("retried 7 times" is not supported by "07:41"), but a date's year does; nor
+        # does a line position, or a digit of a UUID, a hash or an opaque token (base64, a key)
         for i, t in enumerate(texts):
             in_clock = bytearray(len(t) + 1)  # 1 inside a clock time
             for sp in idx.per_text[i]:
                 if sp.category == "time" and sp.end > sp.start:
                     in_clock[sp.start : sp.end] = b"\x01" * (sp.end - sp.start)
+            for sp in idx.per_text[i]:
+                if sp.category in ("uuid", "hash") and sp.end > sp.start:
+                    in_clock[sp.start : sp.end] = b"\x01" * (sp.end - sp.start)  # random characters, no figure
+            for m in _OPAQUE.finditer(t):
+                in_clock[m.start() : m.end()] = b"\x01" * (m.end() - m.start())
+            at = positions[i]
             for m in _DIGITS.finditer(t):
-                if in_clock[m.start()]:
+                if in_clock[m.start()] or (at and m.start() in at):
                     continue
                 idx.numbers.add(_canon(float(m.group(0).replace(",", ""))))
         return idx
