@@ -51,12 +51,13 @@ _OFFSET = lazy(r"([+-])(\d{2}):?(\d{2})")
 _FIGURE = lazy(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+")
 _SENTENCE_END = lazy(r"[.!?;](?:\s|$)")
 # a bare figure whose label writes its unit: ``timeout_ms: 30000``, ``"size_bytes": 1024``,
-# ``ttlSeconds=60``, ``bytes: 912384716800``, ``--max-memory-mb 512``; and ``sleep 120`` (POSIX
-# sleep counts seconds)
+# ``ttlSeconds=60``, ``bytes: 912384716800``, a metric ``node_filesystem_size_bytes{...} 9.1e+11``;
+# an amount after its currency code (``USD 18,423.77``); and ``sleep 120`` (POSIX sleep counts seconds)
 _UNIT_WORD = r"ms|msec|millis|milliseconds|s|sec|secs|seconds|min|mins|minutes|h|hr|hours|days|bytes|kb|kib|mb|mib|gb|gib|pct|percent|usd|eur"
 _LABELLED = lazy(
-    rf"(?:\b[A-Za-z][A-Za-z0-9]*?(?:[_-](?P<u1>{_UNIT_WORD})|(?<=[a-z0-9])(?P<u2>Ms|Millis|Sec|Secs|Seconds|Minutes|Hours|Days|Bytes|Kb|Mb|Gb|Pct|Percent))|\b(?P<u3>bytes|seconds|milliseconds))"
-    r"[\"']?\s*[:=]?\s*[\"']?(?P<num>\d+(?:\.\d+)?)(?![\w.])"
+    rf"(?:\b[A-Za-z][A-Za-z0-9_-]*?(?:[_-](?P<u1>{_UNIT_WORD})|(?<=[a-z0-9])(?P<u2>Ms|Millis|Sec|Secs|Seconds|Minutes|Hours|Days|Bytes|Kb|Mb|Gb|Pct|Percent))|\b(?P<u3>bytes|seconds|milliseconds))"
+    r"(?:\{[^{}\n]{0,300}\})?[\"']?\s*[:=]?\s*[\"']?(?P<num>\d+(?:\.\d+)?(?:e[+-]?\d+)?)(?![\w.])"
+    r"|\b(?P<code>USD|EUR|GBP)\s?(?P<amount>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![\w.])"
     r"|\bsleep\s+(?P<sleep>\d+(?:\.\d+)?)(?![\w.])",
 )
 
@@ -83,7 +84,7 @@ def _word_precision(written: str) -> float:
     return 10.0 ** (len(digits) - len(digits.rstrip("0")))
 
 
-_COMPOUND = lazy(r"(?:\d+[hm])+(?P<last>\d+(?:\.\d+)?)(?P<unit>[ms])$", re.I)
+_COMPOUND = lazy(r"(?:\d+[hm] ?)+(?P<last>\d+(?:\.\d+)?)(?P<unit>[ms])$", re.I)
 
 
 def reading(sp: Specific) -> tuple[float, float, set[float]] | None:
@@ -214,6 +215,11 @@ def _quantities(index: SourceIndex) -> list[tuple[str, float, int, int]]:
         for m in _LABELLED.finditer(t):
             if m.group("sleep") is not None:
                 out.append(("s", float(m.group("sleep")), i, m.start("sleep")))
+                continue
+            if m.group("code") is not None:  # "USD 18,423.77": the currency written before
+                found = unit_of(m.group("code"))
+                if found is not None:
+                    out.append((found[0], float(m.group("amount").replace(",", "")), i, m.start("amount")))
                 continue
             unit = (m.group("u1") or m.group("u2") or m.group("u3")).lower()
             found = unit_of(unit)

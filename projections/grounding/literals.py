@@ -24,6 +24,7 @@ from itertools import accumulate
 from projections.grounding.conversions import converted, ratio_as_percent, time_in_zone
 from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
+from projections.grounding.names import acronym_stated, name_stated
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import SourceIndex, Specific, parse_number, tokens
 from projections.grounding.text import at_line_position
@@ -106,6 +107,8 @@ def _stated_otherwise(sp: Specific, text: str, index: SourceIndex, found: list[S
     to its noun, a class of status codes written as a pattern."""
     if _verbatim(sp.text, index):
         return True
+    if sp.category == "quote" and _one_identifier(sp.text):
+        return name_stated(_ARITY.sub("", sp.text.strip("`")), index)  # `max_replicas` for maxReplicas
     if sp.category == "number":
         if sp.text[:1] in "+-−" and abs(sp.value) in index.numbers:
             return True  # "+12/-3": the sign says which way a count of lines went
@@ -114,6 +117,9 @@ def _stated_otherwise(sp: Specific, text: str, index: SourceIndex, found: list[S
         return converted(sp, text, index, found=found, units=units) or ratio_as_percent(sp, text, index)
     if sp.category == "time":
         return time_in_zone(sp, text, index)
+    if sp.category in ("name", "identifier", "host"):
+        if name_stated(sp.text, index) or sp.category == "name" and acronym_stated(sp.text, index):
+            return True
     if sp.category == "identifier":
         return _count_compound(sp, index)
     if sp.category == "code" and isinstance(sp.value, tuple):
@@ -212,10 +218,12 @@ def _one_identifier(quoted: str) -> bool:
 
 
 def _identifier_stated(quoted: str, index: SourceIndex) -> bool:
-    """An identifier is stated when a source writes its name parts in that order; an arity
-    (``/2``) is the summarizer's notation for a function the sources define or call."""
-    words = tokens(_ARITY.sub("", quoted.strip("`")))
-    return not words or f" {' '.join(words)} " in index.norm
+    """An identifier is stated when a source writes its name parts in that order, with any case and
+    separators (``names``); an arity (``/2``) is the summarizer's notation for a function the
+    sources define or call."""
+    bare = _ARITY.sub("", quoted.strip("`"))
+    words = tokens(bare)
+    return not words or f" {' '.join(words)} " in index.norm or name_stated(bare, index)
 
 
 def _pattern_stated(quoted: str, index: SourceIndex) -> bool:

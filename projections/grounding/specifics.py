@@ -352,8 +352,8 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
             r"|(?<![\w&])#\d+\b"  # PR #123
         ),
     ),
-    # a duration written in several units ("6m40s", "1m48.2s", "2h30m"): one quantity in seconds
-    ("duration", _deferred(r"(?<![\w.])(?:(?P<h>\d+)h(?=\d))?(?:(?P<m>\d+)m(?=\d))?(?P<last>\d+(?:\.\d+)?)(?P<unit>[hms])(?![\w]|\.\d)", _I)),
+    # a duration written in several units ("6m40s", "1m48.2s", "2h 30m"): one quantity in seconds
+    ("duration", _deferred(r"(?<![\w.])(?:(?P<h>\d+)h ?(?=\d))?(?:(?P<m>\d+)m ?(?=\d))?(?P<last>\d+(?:\.\d+)?)(?P<unit>[hms])(?![\w]|\.\d)", _I)),
     (
         "currency",
         _deferred(rf"[$€£]\s?(?:{_NUM})(?:\s?(?:k|m|bn|million|billion|thousand)\b)?", _I),
