@@ -137,6 +137,13 @@ def _sentence_at(text: str, start: int, end: int) -> str:
 _NOT_SUBJECT = frozenset(unit for unit in ("s", "ms", "min", "h", "b", "kb", "mb", "gb", "kib", "mib", "gib", "x"))
 
 
+def _root(word: str) -> str:
+    """A word's stem, with "retries"/"retried" and "retry" one root."""
+    if len(word) > 4 and word.endswith(("ies", "ied")):
+        word = word[:-3] + "y"
+    return stem(word)
+
+
 def subject_words(sentence: str) -> set[str]:
     """The words a sentence names its subject with: its tokens, stemmed, without stop words,
     figures and units."""
@@ -144,7 +151,7 @@ def subject_words(sentence: str) -> set[str]:
     for t in tokens(sentence):
         if len(t) < 3 or t.isdigit() or t in STOP_WORDS or t in _NOT_SUBJECT or unit_of(t) or parse_number(t) is not None:
             continue
-        out.add(stem(t))
+        out.add(_root(t))
     return out
 
 
@@ -175,13 +182,13 @@ class Pairing:
 
     def __call__(self, i: int, offset: int) -> bool:
         texts = self.index.texts
-        if self.words and any(stem(t) in self.words for t in tokens(_window(texts[i], offset))):
+        if self.words and any(_root(t) in self.words for t in tokens(_window(texts[i], offset))):
             return True
         unit = self.units[i] if self.units is not None and i < len(self.units) else (i,)
         if len(unit) == 1 and i > 0:
             unit = (i - 1, i)  # calls not joined to results by an id: the call printed what follows it
         for j in unit:
-            if j != i and self.words and any(stem(t) in self.words for t in tokens(texts[j][:4000])):
+            if j != i and self.words and any(_root(t) in self.words for t in tokens(texts[j][:4000])):
                 return True
             for o in self.index.per_text[j]:
                 if any(o.category == x.category and _same_value(o, x) for x in self.others):
@@ -251,14 +258,22 @@ def converted(sp: Specific, text: str, index: SourceIndex, *, found: list[Specif
         how = next((h for f in factors if (h := rounds_to(base / f, written, step))), "")
         if how == "exact" or (how and (fine or plausible(i, offset))):
             return True
-    # bare figures read in the summary's own unit (rounded, or exact where no unit is written)
+    # bare figures: in the summary's own unit, or in the base unit of its dimension (bytes,
+    # seconds: ``912384716800`` is "912 GB", ``ttl: 300`` is "5 minutes"); a printed fraction is a
+    # percentage (0.0031 is "0.3%")
+    readings = {1.0} | (set(factors) if dim in ("s", "B", "$", "€", "£") else set()) | ({0.01} if dim == "%" else set())
     lo, hi = written - step / 2, written + step / 2
-    scale = 100.0 if dim == "%" else 1.0  # a printed fraction (0.0031) is a percentage (0.31%)
-    near = [n for n in index.bare_numbers if lo <= n <= hi or dim == "%" and 0 < n < 1 and lo <= n * scale <= hi]
-    for n in sorted(near, key=lambda n: min(abs(n - written), abs(n * scale - written)))[:8]:
-        fraction = dim == "%" and 0 < n < 1 and rounds_to(n * scale, written, step)
-        if not fraction and rounds_to(n, written, step) == "rounded" and not fine:
-            continue  # a bare count near a coarse figure ("about 40"): too likely by chance
+    near: list[tuple[float, float]] = []
+    for n in index.bare_numbers:
+        for f in readings:
+            if lo <= n / f <= hi and (f != 0.01 or 0 < n < 1):
+                near.append((abs(n / f - written), n))
+                break
+    for _distance, n in sorted(near)[:8]:
+        how = max((rounds_to(n / f, written, step) for f in readings if f != 0.01 or 0 < n < 1), key=len)
+        if dim != "%" or n >= 1:
+            if how == "rounded" and not fine:
+                continue  # a bare count near a coarse figure ("about 40"): too likely by chance
         for i, offset in _occurrences(n, index):
             if plausible(i, offset):
                 return True
@@ -300,7 +315,7 @@ def ratio_as_percent(sp: Specific, text: str, index: SourceIndex) -> bool:
             figures = [float(m.group(0).replace(",", "")) for m in _FIGURE.finditer(line)]
             if not 2 <= len(figures) <= 8:
                 continue
-            if not any(stem(w) in words for w in tokens(line)):
+            if not any(_root(w) in words for w in tokens(line)):
                 continue
             for a in figures:
                 for b in figures:

@@ -105,7 +105,7 @@ def _stated_otherwise(sp: Specific, text: str, index: SourceIndex, found: list[S
     """A literal the sources state in another written form the index does not normalize: verbatim
     inside a longer token, a listing's line number, a rounded or re-expressed figure, a count joined
     to its noun, a class of status codes written as a pattern."""
-    if _verbatim(sp.text, index):
+    if _verbatim(sp.text, index, file_positions=sp.category != "number"):
         return True
     if sp.category == "quote" and _one_identifier(sp.text):
         return name_stated(_ARITY.sub("", sp.text.strip("`")), index)  # `max_replicas` for maxReplicas
@@ -135,13 +135,20 @@ def _stated_otherwise(sp: Specific, text: str, index: SourceIndex, found: list[S
     return False
 
 
-def _verbatim(written: str, index: SourceIndex) -> bool:
+def _verbatim(written: str, index: SourceIndex, *, file_positions: bool = True) -> bool:
     """What a source says verbatim is stated, also inside a longer token (``70%`` in ``91%/70%``,
-    ``4.14.1`` in ``node-sass@4.14.1``), as long as it is not part of a longer word or figure."""
+    ``4.14.1`` in ``node-sass@4.14.1``), as long as it is not part of a longer word or figure;
+    without ``file_positions``, not as a file position either (``983:47`` in ``decoder.ex:983:47``)."""
     w = written.strip().lower()
     if len(w) < 2 or w.startswith(("`", '"', "'", "“")):
         return False
-    return re.search(r"(?<![\w.])" + re.escape(w) + r"(?![\w]|\.\d)", index.lower) is not None
+    for m in re.finditer(r"(?<![\w.])" + re.escape(w) + r"(?![\w]|\.\d)", index.lower):
+        if file_positions or not _FILE_POSITION.search(index.lower, max(0, m.start() - 24), m.start()):
+            return True
+    return False
+
+
+_FILE_POSITION = lazy(r"[\w-]\.[a-z][a-z0-9]{0,5}:(?:\d{1,6}:)?$")
 
 
 _COUNT_COMPOUND = re.compile(r"(\d+(?:\.\d+)?)-([a-z]{3,})")
