@@ -12,6 +12,12 @@ after normalization, is an invented or altered fact -- the seed's "the migration
 - a quotation that differs from the source's words by small edits is a near-quote (information),
   and so is a quotation of a pattern written with placeholders (`00-<32hex>-<16hex>-01`) whose
   fixed parts a source states.
+
+A source states a literal in other written forms too: a figure converted to another unit and
+rounded to the precision the summary writes, where the pairing cannot be chance
+(``projections.grounding.conversions``); a name in another case or with other separators, or as the
+initials of words a source writes (``projections.grounding.names``). A line position or the digits
+of a hash state no figure (``SourceIndex``).
 """
 
 from __future__ import annotations
