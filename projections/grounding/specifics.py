@@ -1198,7 +1198,8 @@ class SourceIndex:
         # numbers inside identifiers, paths and URLs still count as stated for a bare number in a
         # summary ("port 8080" in a URL, "migration 0042" in 0042_add_index); the minutes of a clock
         # time do not ("retried 7 times" is not supported by "07:41"), but a date's year does; nor
-        # does a line position, or a digit of a UUID, a hash or an opaque token (base64, a key)
+        # does a line position, a digit of a UUID, a hash or an opaque token (base64, a key), or a
+        # figure with a suffix glued to it (``50px``, ``spotter-4te``): that token's, no count
         for i, t in enumerate(texts):
             in_clock = bytearray(len(t) + 1)  # 1 inside a clock time
             for sp in idx.per_text[i]:
@@ -1213,6 +1214,9 @@ class SourceIndex:
             for m in _DIGITS.finditer(t):
                 if in_clock[m.start()] or (at and m.start() in at):
                     continue
+                a, b = m.start(), m.end()
+                if b < len(t) and t[b].isalpha() and (a == 0 or not t[a - 1].isalnum()):
+                    continue  # a figure with a suffix glued to it (50px, 4te): that token's, not a count
                 idx.numbers.add(_canon(float(m.group(0).replace(",", ""))))
         return idx
 
