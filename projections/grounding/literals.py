@@ -12,6 +12,12 @@ after normalization, is an invented or altered fact -- the seed's "the migration
 - a quotation that differs from the source's words by small edits is a near-quote (information),
   and so is a quotation of a pattern written with placeholders (`00-<32hex>-<16hex>-01`) whose
   fixed parts a source states.
+
+A source states a literal in other written forms too: a figure converted to another unit and
+rounded to the precision the summary writes, where the pairing cannot be chance
+(``projections.grounding.conversions``); a name in another case or with other separators, or as the
+initials of words a source writes (``projections.grounding.names``). A line position or the digits
+of a hash state no figure (``SourceIndex``).
 """
 
 from __future__ import annotations
@@ -21,8 +27,10 @@ from collections import Counter
 from difflib import SequenceMatcher
 from itertools import accumulate, compress, count
 
+from projections.grounding.conversions import converted, ratio_as_percent, time_in_zone
 from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
+from projections.grounding.names import acronym_stated, name_stated
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import SourceIndex, Specific, parse_number, tokens
 from projections.grounding.text import at_line_position
@@ -47,11 +55,14 @@ _PLACEHOLDER = lazy(r"<[^<>\s]{1,40}>|\$\{[^}]{1,40}\}|\{[A-Za-z_][\w.]{0,30}\}|
       "A literal the summary states (a quotation, a number with its unit, an id, a hash, a path, a time) "
       "is in something the summarizer saw.", claims=False)
 def check_literals(ev: Evidence) -> list[GroundingFinding]:
-    return unsupported(ev.text, ev.index, found=ev.found)
+    units = [ev.units[u] for u in ev.unit_of] if len(ev.sources) == len(ev.index.texts) else None
+    return unsupported(ev.text, ev.index, found=ev.found, units=units)
 
 
-def unsupported(text: str, index: SourceIndex, *, found: list[Specific]) -> list[GroundingFinding]:
-    """Findings for the specifics ``found`` in ``text`` that ``index`` does not support."""
+def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
+                units: list[tuple[int, ...]] | None = None) -> list[GroundingFinding]:
+    """Findings for the specifics ``found`` in ``text`` that ``index`` does not support (``units``:
+    for each source, the sources of its unit of evidence)."""
     out: list[GroundingFinding] = []
     seen: set[str] = set()
     n_sources = len(index.texts)
@@ -61,7 +72,7 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific]) -> list
         if patterns and sp.category != "quote" and any(a <= sp.start and sp.end <= b for a, b in patterns):
             continue
         ok, near = index.supports(sp)
-        if ok or _stated_otherwise(sp, text, index):
+        if ok or _stated_otherwise(sp, text, index, found, units):
             continue
         if sp.key in seen:
             continue
@@ -95,18 +106,26 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific]) -> list
     return out
 
 
-def _stated_otherwise(sp: Specific, text: str, index: SourceIndex) -> bool:
+def _stated_otherwise(sp: Specific, text: str, index: SourceIndex, found: list[Specific],
+                      units: list[tuple[int, ...]] | None) -> bool:
     """A literal the sources state in another written form the index does not normalize: verbatim
     inside a longer token, a listing's line number, a rounded or re-expressed figure, a count joined
     to its noun, a class of status codes written as a pattern."""
-    if _verbatim(sp.text, index):
+    if _verbatim(sp.text, index, file_positions=sp.category != "number"):
         return True
+    if sp.category == "quote" and _one_identifier(sp.text):
+        return name_stated(_ARITY.sub("", sp.text.strip("`")), index)  # `max_replicas` for maxReplicas
     if sp.category == "number":
         if sp.text[:1] in "+-−" and abs(sp.value) in index.numbers:
             return True  # "+12/-3": the sign says which way a count of lines went
         return _listing_figure(sp, text, index)
     if sp.category == "quantity":
-        return _rounded(sp, index) or _ratio_as_percent(sp, index)
+        return converted(sp, text, index, found=found, units=units) or ratio_as_percent(sp, text, index)
+    if sp.category == "time":
+        return time_in_zone(sp, text, index)
+    if sp.category in ("name", "identifier", "host"):
+        if name_stated(sp.text, index) or sp.category == "name" and acronym_stated(sp.text, index):
+            return True
     if sp.category == "identifier":
         return _count_compound(sp, index)
     if sp.category == "code" and isinstance(sp.value, tuple):
@@ -122,46 +141,20 @@ def _stated_otherwise(sp: Specific, text: str, index: SourceIndex) -> bool:
     return False
 
 
-def _verbatim(written: str, index: SourceIndex) -> bool:
+def _verbatim(written: str, index: SourceIndex, *, file_positions: bool = True) -> bool:
     """What a source says verbatim is stated, also inside a longer token (``70%`` in ``91%/70%``,
-    ``4.14.1`` in ``node-sass@4.14.1``), as long as it is not part of a longer word or figure."""
+    ``4.14.1`` in ``node-sass@4.14.1``), as long as it is not part of a longer word or figure;
+    without ``file_positions``, not as a file position either (``983:47`` in ``decoder.ex:983:47``)."""
     w = written.strip().lower()
     if len(w) < 2 or w.startswith(("`", '"', "'", "“")):
         return False
-    return re.search(r"(?<![\w.])" + re.escape(w) + r"(?![\w]|\.\d)", index.lower) is not None
-
-
-def _written_decimals(written: str) -> int:
-    m = _FIGURE.search(written)
-    if m is None or "." not in m.group(0):
-        return 0
-    return len(m.group(0).split(".", 1)[1])
-
-
-def _rounded(sp: Specific, index: SourceIndex) -> bool:
-    """A quantity written with fewer digits than a source gives it, in any unit of its dimension:
-    "5.4 seconds" for ``5.377s``, "5.4 s" for ``5412 ms`` (rounding to what is written)."""
-    dim, values = sp.value
-    written = _first_figure(sp.text)
-    stated = index.quantities.get(dim)
-    if not written or not stated:
-        return False
-    half_step = 0.5 * 10.0 ** -_written_decimals(sp.text)
-    for v in values:
-        scale = v / written
-        if any(abs(o - v) <= half_step * scale * (1 + 1e-9) and o != v for o in stated):
+    for m in re.finditer(r"(?<![\w.])" + re.escape(w) + r"(?![\w]|\.\d)", index.lower):
+        if file_positions or not _FILE_POSITION.search(index.lower, max(0, m.start() - 24), m.start()):
             return True
     return False
 
 
-def _ratio_as_percent(sp: Specific, index: SourceIndex) -> bool:
-    """A percentage of a fraction a source prints as a decimal: "about 0.3%" for ``0.0031``."""
-    dim, values = sp.value
-    if dim != "%":
-        return False
-    half_step = 0.5 * 10.0 ** -_written_decimals(sp.text)
-    v = values[0]
-    return any(0 < o < 1 and abs(100 * o - v) <= half_step * (1 + 1e-9) for o in index.numbers)
+_FILE_POSITION = lazy(r"[\w-]\.[a-z][a-z0-9]{0,5}:(?:\d{1,6}:)?$")
 
 
 _COUNT_COMPOUND = re.compile(r"(\d+(?:\.\d+)?)-([a-z]{3,})")
@@ -238,10 +231,12 @@ def _one_identifier(quoted: str) -> bool:
 
 
 def _identifier_stated(quoted: str, index: SourceIndex) -> bool:
-    """An identifier is stated when a source writes its name parts in that order; an arity
-    (``/2``) is the summarizer's notation for a function the sources define or call."""
-    words = tokens(_ARITY.sub("", quoted.strip("`")))
-    return not words or f" {' '.join(words)} " in index.norm
+    """An identifier is stated when a source writes its name parts in that order, with any case and
+    separators (``names``); an arity (``/2``) is the summarizer's notation for a function the
+    sources define or call."""
+    bare = _ARITY.sub("", quoted.strip("`"))
+    words = tokens(bare)
+    return not words or f" {' '.join(words)} " in index.norm or name_stated(bare, index)
 
 
 def _pattern_stated(quoted: str, index: SourceIndex) -> bool:

@@ -130,6 +130,10 @@ _unit("gb gigabyte gigabytes", "B", 1e9, 1024**3)
 _unit("gib", "B", 1024**3)
 _unit("tb terabyte terabytes", "B", 1e12, 1024**4)
 _unit("tib", "B", 1024**4)
+_unit("ki", "B", 1024)  # Kubernetes' binary suffixes: 2Gi is 2048Mi
+_unit("mi", "B", 1024**2)
+_unit("gi", "B", 1024**3)
+_unit("ti", "B", 1024**4)
 _unit("% percent pct", "%", 1)
 _unit("rps qps req/s reqs/s requests/s", "rps", 1)
 _unit("x", "x", 1)
@@ -140,7 +144,12 @@ _unit("usd dollars", "$", 1)
 _unit("eur euros", "€", 1)
 _unit("gbp pounds", "£", 1)
 # single letters are units only when glued to the number ("30s", "5m", "2h", "3d", "512b")
-_GLUED_ONLY = {"s", "m", "h", "d", "b", "x"}
+_GLUED_ONLY = {"s", "m", "h", "d", "b", "x", "ki", "mi", "gi", "ti"}
+
+def unit_of(word: str) -> tuple[str, tuple[float, ...]] | None:
+    """(dimension, factors to its base unit) of a unit's name (``"GiB"``, ``"minutes"``), or None."""
+    return _UNITS.get(word.lower())
+
 
 def unit_factors(dim: str) -> tuple[float, ...]:
     """Every factor to the base unit of the units of one dimension (seconds, bytes, ...)."""
@@ -170,6 +179,7 @@ TECH_PARTS = frozenset(
     analytics reporting report reports export import sync async stream streams events event""".split()
 )
 
+_HOST_TLDS = "com|net|org|io|dev|internal|local|lan|cloud|svc|cluster|prod|staging|corp|ai|co|uk|de|app"
 _FILE_EXTS = (
     "py|pyc|js|mjs|cjs|ts|tsx|jsx|go|rs|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|scala|sql|yaml|yml|"
     "json|jsonl|toml|ini|cfg|conf|config|env|log|txt|md|rst|sh|bash|zsh|ps1|csv|tsv|lock|xml|html|"
@@ -343,6 +353,8 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
             r"|(?<![\w&])#\d+\b"  # PR #123
         ),
     ),
+    # a duration written in several units ("6m40s", "1m48.2s", "2h 30m"): one quantity in seconds
+    ("duration", _deferred(r"(?<![\w.])(?:(?P<h>\d+)h ?(?=\d))?(?:(?P<m>\d+)m ?(?=\d))?(?P<last>\d+(?:\.\d+)?)(?P<unit>[hms])(?![\w]|\.\d)", _I)),
     (
         "currency",
         _deferred(rf"[$€£]\s?(?:{_NUM})(?:\s?(?:k|m|bn|million|billion|thousand)\b)?", _I),
@@ -367,7 +379,7 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
         "identifier",
         # letters and digits mixed in one token (req-8f3a2b, db-01, node7, us-east-1, i-0abc12)
         _deferred(
-            r"(?<![\w.-])(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)[A-Za-z0-9]+(?:[-_.][A-Za-z0-9]+)*(?![\w-])"
+            r"(?<![\w.-])(?<!\d,)(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)[A-Za-z0-9]+(?:[-_.][A-Za-z0-9]+)*(?![\w-])"
         ),
     ),
     (
@@ -391,7 +403,7 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
         "host",
         _deferred(
             r"(?<![\w.@/-])(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+"
-            r"(?:com|net|org|io|dev|internal|local|lan|cloud|svc|cluster|prod|staging|corp|ai|co|uk|de|app)\b(?![\w-])",
+            r"(?:" + _HOST_TLDS + r")\b(?![\w-])",
             _I,
         ),
     ),
@@ -522,7 +534,7 @@ _HAS_LETTER = lazy(r"[^\W\d_]")
 
 def _wanted(kind: str, text: str, words: set[str], digits: bool) -> bool:
     """A cheap test that a pattern can match at all: most texts need only a few of the patterns."""
-    if kind in ("uuid", "datetime", "isodate", "slashdate", "ip", "hash", "currency", "quantity", "identifier", "number", "version"):
+    if kind in ("uuid", "datetime", "isodate", "slashdate", "ip", "hash", "currency", "duration", "quantity", "identifier", "number", "version"):
         return digits
     if kind == "url":
         return "://" in text
@@ -617,7 +629,7 @@ def _token_kinds(tok: str, months: bool) -> tuple[str, ...]:
     if has_digit:
         kinds += ("uuid", "hash", "identifier")
         if c.isdigit():
-            kinds += ("datetime", "isodate", "slashdate", "time", "ip", "version", "quantity", "number")
+            kinds += ("datetime", "isodate", "slashdate", "time", "ip", "version", "duration", "quantity", "number")
             if months:
                 kinds.append("textdate")
         elif c in "+-." and len(tok) > 1 and tok[1].isdigit():
@@ -892,6 +904,14 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
         if mult:
             value *= {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}[mult.group(1).lower()]
         return Specific("quantity", s, a, b, (sym, (_canon(value),)))
+    if kind == "duration":
+        h, mi, last, unit = m.group("h"), m.group("m"), m.group("last"), m.group("unit").lower()
+        if h is None and mi is None:
+            return None  # one unit ("30s"): a plain quantity
+        if (unit == "h") or (unit == "m" and mi is not None) or (h is not None and mi is None and unit == "s"):
+            return None  # "2h30h", "1m2m", "1h30s": no duration
+        seconds = int(h or 0) * 3600 + int(mi or 0) * 60 + float(last) * {"m": 60, "s": 1}[unit]
+        return Specific("quantity", s, a, b, ("s", (_canon(seconds),)), hedge=_hedge(text, a))
     if kind == "quantity" or kind == "wordquantity":
         unit = m.group("unit").lower()
         if unit not in _UNITS and unit != "%":
@@ -1058,7 +1078,7 @@ def _title_run(text: str, a: int, b: int) -> bool:
 # ``    50<TAB>code``) is the harness's position marker, not a figure the file states: with it, every
 # number below a listing's length would ground any count a summary invents ("500 lines", "212
 # insertions"). The gutter grounds line positions ("line 50") and the listing's length only.
-_ARROW_GUTTER = re.compile(r"(?m)^( *)(\d{1,7})→")
+_ARROW_GUTTER = re.compile(r"(?m)(?:^|\\n)( *)(\d{1,7})→")  # also a listing quoted in JSON (its newlines escaped)
 _TAB_GUTTER = re.compile(r"(?m)^( *)(\d{1,7})\t")
 
 
@@ -1128,17 +1148,26 @@ def _read_afresh(raw: str, found: list[Specific] | None, toks: list[str] | None)
     t, shown, length = _without_gutter(raw)
     found = found if found is not None else extract(t)
     toks = toks if toks is not None else tokens(t)
+    position_lines: set[float] = set()
+    at = _positions(t, position_lines)  # ``x.exs:50``, grep's ``39:``: line positions, not figures
     # numbers inside identifiers, paths and URLs still count as stated for a bare number in a
     # summary ("port 8080" in a URL, "migration 0042" in 0042_add_index); the minutes of a clock
-    # time do not ("retried 7 times" is not supported by "07:41"), but a date's year does
-    clocks = [(sp.start, sp.end) for sp in found if sp.category == "time" and sp.end > sp.start]
-    if clocks:
-        in_clock = bytearray(len(t) + 1)  # 1 inside a clock time
-        for a, b in clocks:
-            in_clock[a:b] = b"\x01" * (b - a)
-        figures = [_canon(float(m.group(0).replace(",", ""))) for m in _DIGITS.finditer(t) if not in_clock[m.start()]]
-    else:
-        figures = [_canon(float(m.group(0).replace(",", ""))) for m in _DIGITS.finditer(t)]
+    # time do not ("retried 7 times" is not supported by "07:41"), but a date's year does; nor
+    # does a line position, a digit of a UUID, a hash or an opaque token (base64, a key), or a
+    # figure with a suffix glued to it (``50px``, ``spotter-4te``): that token's, no count
+    blank = [(sp.start, sp.end) for sp in found if sp.category in ("time", "uuid", "hash") and sp.end > sp.start]
+    blank += [(m.start(), m.end()) for m in _OPAQUE.finditer(t)]
+    in_blank = bytearray(len(t) + 1)  # 1 inside a clock time, a UUID, a hash or an opaque token
+    for a, b in blank:
+        in_blank[a:b] = b"\x01" * (b - a)
+    figures = []
+    for m in _DIGITS.finditer(t):
+        a, b = m.start(), m.end()
+        if in_blank[a] or (at and a in at):
+            continue
+        if b < len(t) and t[b].isalpha() and (a == 0 or not t[a - 1].isalnum()):
+            continue  # a figure with a suffix glued to it (50px, 4te): that token's, not a count
+        figures.append(_canon(float(m.group(0).replace(",", ""))))
     by_cat: dict[str, list[Specific]] = {}
     numbers: list[float] = []
     bare: list[float] = []
@@ -1147,6 +1176,8 @@ def _read_afresh(raw: str, found: list[Specific] | None, toks: list[str] | None)
     for sp in found:
         by_cat.setdefault(sp.category, []).append(sp)
         if sp.category == "number":
+            if at and sp.start in at:
+                continue  # a line position, not a figure
             numbers.append(sp.value)
             if not sp.noun:  # "timeout=30" may ground "a 30s timeout"; "64 files" grounds no "64 KB"
                 bare.append(sp.value)
@@ -1157,6 +1188,8 @@ def _read_afresh(raw: str, found: list[Specific] | None, toks: list[str] | None)
             num = _NUM_RX.search(sp.text)
             if num:
                 numbers.append(_canon(float(num.group(0).replace(",", ""))))
+    if position_lines:
+        shown = tuple(shown) + tuple(sorted(position_lines))
     return _Read(raw, t, found, toks, shown, length, figures, by_cat, numbers, bare, nouns, quantities)
 
 
@@ -1168,6 +1201,36 @@ def _weekday_of(year: int | None, month: int | None, day: int | None) -> int | N
         return datetime.date(year, month, day).isoweekday()
     except ValueError:
         return None
+
+
+# A position in a file, as compilers, test runners and ``grep -n`` print it: ``session.ex:152``,
+# ``decoder.ex:983:47``, a line ``39:matched text``. Like a listing's gutter it grounds line
+# positions ("line 152"), not counts or measures.
+_POSITION = re.compile(
+    r"(?m)^(\d{1,6}):(?=[^\d\s]|\s*$)|(?P<file>[\w.-]*/)?[\w-]+\.(?P<ext>[A-Za-z][A-Za-z0-9]{0,5}):(\d{1,6})(?::(\d{1,4}))?(?![\w.])"
+)
+_HOST_TAILS = frozenset(_HOST_TLDS.split("|"))  # ``db.internal:5432`` is a host's port, not a position
+
+
+# an opaque token: 20 or more letters and digits, mixed, unbroken by separators (base64, a key, a
+# signature): its digits are characters, not figures
+_OPAQUE = re.compile(r"(?<![\w+/])(?=[A-Za-z0-9+/]*\d[A-Za-z0-9+/]*\d)(?=[A-Za-z0-9+/]*[a-z])(?=[A-Za-z0-9+/]*[A-Z])[A-Za-z0-9+/]{20,}={0,2}")
+
+
+def _positions(text: str, line_numbers: set[float]) -> set[int]:
+    """The offsets of the line positions in ``text``; their numbers go to ``line_numbers``."""
+    if ":" not in text:
+        return set()
+    out = set()
+    for m in _POSITION.finditer(text):
+        if m.group(1) is None and not m.group("file") and m.group("ext").lower() in _HOST_TAILS:
+            continue
+        for g in (1, 4, 5):
+            if m.group(g) is not None:
+                out.add(m.start(g))
+        line = m.group(1) or m.group(4)
+        line_numbers.add(float(int(line)))
+    return out
 
 
 @dataclass(slots=True)
@@ -1192,6 +1255,7 @@ class SourceIndex:
     _lower: str | None = None
     line_numbers: set[float] = field(default_factory=set)  # positions a file listing's gutter shows
     listing_lengths: set[float] = field(default_factory=set)  # the last line number of each listing
+    derived: dict[str, Any] = field(default_factory=dict)  # views a rule derives from the texts, on first use
 
     @classmethod
     def build(
