@@ -25,6 +25,7 @@ import re
 from bisect import bisect_left, bisect_right
 
 from projections.grounding.evidence import Evidence
+from projections.grounding.phase_pairs import PhaseIndex, phase_swaps, task_of_line
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import SourceIndex, Specific, tokens
 from projections.grounding.steps import Steps
@@ -190,7 +191,10 @@ class _Pairs:
                 self.by_key.setdefault(_look_up(sp), []).append(s)
                 self.in_unit.setdefault(u, []).append(s)
         self._ev_sources = ev.sources
+        self._order = ev.conversation
+        self._per_text = index.per_text
         self._steps: Steps | None = None
+        self._phases: PhaseIndex | None = None
         for sightings in self.in_unit.values():
             sightings.sort(key=lambda s: (s.text, s.line))
 
@@ -202,6 +206,15 @@ class _Pairs:
             self._steps = Steps(self.texts, [s.role for s in src], list(self.calls),
                                 [bool(s.harness) for s in src], self.unit_of)
         return self._steps
+
+    @property
+    def phases(self) -> PhaseIndex:
+        """The tasks the session worked on and the counts it printed meanwhile, built on first need."""
+        if self._phases is None:
+            src = self._ev_sources
+            self._phases = PhaseIndex(self.texts, [s.role for s in src], list(self.calls),
+                                      [bool(s.harness) for s in src], self._order, self._per_text)
+        return self._phases
 
     def sightings(self, sp: Specific) -> list[_Sighting]:
         found = self.by_key.get(_look_up(sp), [])
@@ -302,6 +315,7 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
         above = on_line[parent] if parent >= 0 else []
         swap = _swapped(above + on_line[k], len(above), seen, pairs, ev)
         if swap is None:
+            out += _phase_swaps(ev, pairs, lines, k)
             continue
         x, v, w, y = swap
         later = max(x, v, key=lambda sp: sp.start)
@@ -312,6 +326,25 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
             offset=later.start, category=f"{x.category}+{v.category}",
         ))
     return out
+
+
+def _phase_swaps(ev: Evidence, pairs: _Pairs, lines: list[tuple[int, int, int]], k: int) -> list[GroundingFinding]:
+    """Values line ``k`` gives its task (named on it or on a line it hangs from) that the session
+    printed only while working on other tasks (phase_pairs.py)."""
+    if not pairs.phases.phases.tasks:
+        return []
+    texts = [ev.text[a:b] for a, b, _ in lines]
+    task = task_of_line(pairs.phases.phases, texts, [p for _, _, p in lines], k)
+    if task is None:
+        return []
+    a, b, _ = lines[k]
+    here = [sp for sp in ev.found if a <= sp.start and sp.end <= b]
+    return [finding(
+        "pairing", SWAPPED_PAIRING, "error", f"{s.task} … {s.value}",
+        f"the summary gives {s.value!r} to {s.task}, but the session printed it only while working on "
+        f"{s.other}; the work on {s.task} printed {s.own}: facts may have been swapped",
+        offset=s.offset, category="task+value",
+    ) for s in phase_swaps(pairs.phases, task, ev.text[a:b], a, here)]
 
 
 def _clip(text: str, n: int = 70) -> str:
