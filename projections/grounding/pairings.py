@@ -27,6 +27,7 @@ from bisect import bisect_left, bisect_right
 from projections.grounding.evidence import Evidence
 from projections.grounding.phase_pairs import PhaseIndex, phase_swaps, task_of_line
 from projections.grounding.registry import GroundingFinding, finding, rule
+from projections.grounding.reports import Reports, misplaced_locations, misplaced_reports
 from projections.grounding.specifics import SourceIndex, Specific, tokens
 from projections.grounding.steps import Steps
 from projections.grounding.text import at_line_position
@@ -195,6 +196,7 @@ class _Pairs:
         self._per_text = index.per_text
         self._steps: Steps | None = None
         self._phases: PhaseIndex | None = None
+        self._reports: Reports | None = None
         for sightings in self.in_unit.values():
             sightings.sort(key=lambda s: (s.text, s.line))
 
@@ -215,6 +217,15 @@ class _Pairs:
             self._phases = PhaseIndex(self.texts, [s.role for s in src], list(self.calls),
                                       [bool(s.harness) for s in src], self._order, self._per_text)
         return self._phases
+
+    @property
+    def reports(self) -> Reports:
+        """The file:line locations the outputs print, built on first need."""
+        if self._reports is None:
+            src = self._ev_sources
+            # every output the summarizer saw, the hook output delivered with the compaction call too
+            self._reports = Reports(self.texts, [s.role for s in src], [bool(s.harness) for s in src], range(len(src)))
+        return self._reports
 
     def sightings(self, sp: Specific) -> list[_Sighting]:
         found = self.by_key.get(_look_up(sp), [])
@@ -315,7 +326,7 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
         above = on_line[parent] if parent >= 0 else []
         swap = _swapped(above + on_line[k], len(above), seen, pairs, ev)
         if swap is None:
-            out += _phase_swaps(ev, pairs, lines, k)
+            out += _phase_swaps(ev, pairs, lines, k) or _report_swaps(ev, pairs, a, b)
             continue
         x, v, w, y = swap
         later = max(x, v, key=lambda sp: sp.start)
@@ -345,6 +356,27 @@ def _phase_swaps(ev: Evidence, pairs: _Pairs, lines: list[tuple[int, int, int]],
         f"{s.other}; the work on {s.task} printed {s.own}: facts may have been swapped",
         offset=s.offset, category="task+value",
     ) for s in phase_swaps(pairs.phases, task, ev.text[a:b], a, here)]
+
+
+def _report_swaps(ev: Evidence, pairs: _Pairs, a: int, b: int) -> list[GroundingFinding]:
+    """A location or a report the summary line [a, b) gives one file that the tools printed for
+    another (reports.py)."""
+    line = ev.text[a:b]
+    if ":" not in line and "line" not in line.lower() and "." not in line:
+        return []
+    reports = pairs.reports
+    if not reports.reports:
+        return []
+    out = [finding(
+        "pairing", SWAPPED_PAIRING, "error", m.summary,
+        f"the summary places {m.summary!r} in {m.file}, but the sources print {m.other} (and {m.own} for "
+        f"{m.file}): facts may have been swapped", offset=m.offset, category="file+line",
+    ) for m in misplaced_locations(reports, line, a)]
+    return out or [finding(
+        "pairing", SWAPPED_PAIRING, "error", m.summary,
+        f"the summary gives {m.file} the report it describes, but the sources print that report for {m.other} "
+        f"(and other reports for {m.own}): facts may have been swapped", offset=m.offset, category="file+report",
+    ) for m in misplaced_reports(reports, line, a)]
 
 
 def _clip(text: str, n: int = 70) -> str:
