@@ -17,6 +17,10 @@ count in another) are no swap: nothing there gives either of them another partne
 An output is tied to the step that raised it (steps.py): a line that credits a quoted message to a
 quoted command is a swap when that command ran, none of its runs printed the message, and a run of
 another command of the same tool (or the harness's own output: a hook's) did.
+
+A value is tied to the task whose work printed it (phase_pairs.py: "84 tests" printed while the
+session worked on spotter-dov.1 is no count of dov.2's), and a place or a report to the file the tools
+printed it for (reports.py: "57:13" printed for otel_trace_helpers.ex is no line of hooks_controller.ex).
 """
 
 from __future__ import annotations

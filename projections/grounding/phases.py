@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Sequence
 
-__all__ = ["Phases", "action_of", "TASK_ID"]
+__all__ = ["Phases", "action_of", "TASK_ID", "phases_of", "head_task"]
 
 # a family's name, a separator, a number: "spotter-gqc.4", "SRE-5150" (not inside a path or a longer id)
 TASK_ID = re.compile(r"(?<![\w.#/-])([A-Za-z][\w-]*?(?:\.[A-Za-z][\w-]*)*)([.-])(\d+)(?![\w/-]|\.\w)")
@@ -124,3 +124,31 @@ class Phases:
 
     def siblings(self, a: str, b: str) -> bool:
         return a != b and self.family.get(a) is not None and self.family.get(a) == self.family.get(b)
+
+
+# the last few source sets seen (a benchmark checks many summaries against one set of sources)
+_CACHE: list[tuple[object, tuple[str, ...], Phases]] = []
+
+
+def phases_of(ev) -> Phases:
+    """The phases of ``ev``'s sources (an ``Evidence``), built once per set of sources."""
+    calls = tuple(s.call for s in ev.sources)
+    for index, seen, got in _CACHE:
+        if index is ev.index and seen == calls:
+            return got
+    src = ev.sources
+    got = Phases([s.text for s in src], [s.role for s in src], list(calls), ev.conversation)
+    _CACHE.insert(0, (ev.index, calls, got))
+    del _CACHE[4:]
+    return got
+
+
+# the head of a list item: what stands before its first ":", "(", " — " ("- **spotter-gqc.7** (open): ...")
+_HEAD = re.compile(r"^[^:(\n—]{0,60}")
+
+
+def head_task(phases: Phases, line: str) -> str | None:
+    """The one task a line's head names (the subject of a list item), if any."""
+    m = _HEAD.match(line)
+    named = phases.named_in(m.group(0)) if m else set()
+    return next(iter(named)) if len(named) == 1 else None
