@@ -315,6 +315,7 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
         on_line.append([sp for sp in here if seen[sp.start]])
     quotes = sorted((sp for sp in ev.found if sp.category in ("quote", "name") and not sp.weak), key=lambda sp: sp.start)
     quote_starts = [sp.start for sp in quotes]
+    texts: list[str] | None = None  # each line's text, for the phase and report checks
     for k, (a, b, parent) in enumerate(lines):
         here = [sp for sp in quotes[bisect_left(quote_starts, a):bisect_right(quote_starts, b)] if sp.end <= b]
         step = _misplaced_output(here, on_line[k], pairs) if len(here) >= 2 else None
@@ -330,7 +331,13 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
         above = on_line[parent] if parent >= 0 else []
         swap = _swapped(above + on_line[k], len(above), seen, pairs, ev)
         if swap is None:
-            out += _phase_swaps(ev, pairs, lines, k) or _report_swaps(ev, pairs, a, b)
+            if texts is None:
+                texts = [ev.text[x:y] for x, y, _ in lines]
+                parents = [q for _, _, q in lines]
+                every = sorted(ev.found, key=lambda sp: sp.start)
+                every_starts = [sp.start for sp in every]
+            here_all = [sp for sp in every[bisect_left(every_starts, a):bisect_right(every_starts, b)] if sp.end <= b]
+            out += _phase_swaps(pairs, a, texts, parents, k, here_all) or _report_swaps(ev, pairs, a, b)
             continue
         x, v, w, y = swap
         later = max(x, v, key=lambda sp: sp.start)
@@ -343,23 +350,21 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
     return out
 
 
-def _phase_swaps(ev: Evidence, pairs: _Pairs, lines: list[tuple[int, int, int]], k: int) -> list[GroundingFinding]:
-    """Values line ``k`` gives its task (named on it or on a line it hangs from) that the session
-    printed only while working on other tasks (phase_pairs.py)."""
+def _phase_swaps(pairs: _Pairs, a: int, texts: list[str], parents: list[int], k: int,
+                 here: list[Specific]) -> list[GroundingFinding]:
+    """Values line ``k`` (its specifics ``here``) gives its task (named on it or on a line it hangs
+    from) that the session printed only while working on other tasks (phase_pairs.py)."""
     if not pairs.phases.phases.tasks:
         return []
-    texts = [ev.text[a:b] for a, b, _ in lines]
-    task = task_of_line(pairs.phases.phases, texts, [p for _, _, p in lines], k)
+    task = task_of_line(pairs.phases.phases, texts, parents, k)
     if task is None:
         return []
-    a, b, _ = lines[k]
-    here = [sp for sp in ev.found if a <= sp.start and sp.end <= b]
     return [finding(
         "pairing", SWAPPED_PAIRING, "error", f"{s.task} … {s.value}",
         f"the summary gives {s.value!r} to {s.task}, but the session printed it only while working on "
         f"{s.other}; the work on {s.task} printed {s.own}: facts may have been swapped",
         offset=s.offset, category="task+value",
-    ) for s in phase_swaps(pairs.phases, task, ev.text[a:b], a, here)]
+    ) for s in phase_swaps(pairs.phases, task, texts[k], a, here)]
 
 
 def _report_swaps(ev: Evidence, pairs: _Pairs, a: int, b: int) -> list[GroundingFinding]:

@@ -88,8 +88,10 @@ class Reports:
                                                 words))
         self.files = {r.file for r in self.reports}
         self.by_file: dict[str, list[_Report]] = {}
+        self.messages: dict[frozenset[str], set[str]] = {}  # each distinct message: the files it is printed for
         for r in self.reports:
             self.by_file.setdefault(r.file, []).append(r)
+            self.messages.setdefault(r.words, set()).add(r.file)
 
     def files_in(self, text: str) -> list[tuple[str, int, int]]:
         """(file name, start, end) of each reported file ``text`` names (by its name or a path ending in it)."""
@@ -136,18 +138,16 @@ def misplaced_reports(reports: Reports, line: str, start: int) -> list[Misplaced
     words = _words(line)
     if not words:
         return []
-    scored: dict[frozenset[str], int] = {}
-    for r in reports.reports:
-        if r.words not in scored:
-            shared = words & r.words
-            # a message is told by its figures and its words ("cyclomatic 10 > max 9", "`length/1`")
-            figures = any(w.isdigit() for w in shared)
-            scored[r.words] = len(shared) if figures and len(shared) - sum(w.isdigit() for w in shared) >= 1 else 0
-    best = max(scored.values(), default=0)
-    if best < 2:
-        return []
-    tops = [w for w, s in scored.items() if s == best]
-    at = [r for r in reports.reports if r.words in tops]
-    if len({r.file for r in at}) != 1 or any(r.file == f for r in at):
-        return []  # the message is printed for several files, or for this one
-    return [Misplaced(line.strip()[:80], start + a, f, at[0].file, f"{f}:{mine[0].line}")]
+    best, files = 0, set()
+    for message, printed_for in reports.messages.items():
+        shared = words & message
+        figures = sum(w.isdigit() for w in shared)
+        # a message is told by its figures and its words ("cyclomatic 10 > max 9", "`length/1`")
+        score = len(shared) if figures and len(shared) > figures else 0
+        if score > best:
+            best, files = score, set(printed_for)
+        elif score == best:
+            files |= printed_for
+    if best < 2 or len(files) != 1 or f in files:
+        return []  # no message told, or it is printed for several files, or for this one
+    return [Misplaced(line.strip()[:80], start + a, f, next(iter(files)), f"{f}:{mine[0].line}")]
