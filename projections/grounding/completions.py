@@ -16,7 +16,9 @@ work agents do through tools, the trace is a tool call that performs it or outpu
 never a mere mention in prose, plans or project context; a tool call's own text (its command, the
 file text it writes) is no outcome. A claim tied to a subject is grounded only by traces covering
 that subject: work on a named thing ("gqc.6 tests pass") by what follows the first tool call acting
-on it alone; "afterwards" / "after these edits" / "again" by what follows the last file change; a
+on it alone, or, when a claim names none, by the work on the task its list item is headed by
+(phases.py: what the session did while working on it); "afterwards" / "after these edits" / "again"
+by what follows the last file change; a
 stated figure ("5 tests, 0 failures") by a run in that scope that printed it. "Ran `cmd`" needs a
 call running ``cmd``; "added `X` to FILE" a file-changing call on FILE writing ``X``; a hand check of
 a running system ("verified in the browser", "end to end", "smoke-tested") a request to it or a
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 
 from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
+from projections.grounding.phases import action_of, head_task, phases_of
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import tokens
 from projections.grounding.text import STOP_WORDS, sentences, stem
@@ -74,7 +77,7 @@ ACTIVITIES: dict[str, Activity] = {
                    r"\btest\s+suite\s+is\s+green\b|\bCI\s+is\s+green\b", _I),
         re.compile(r"\btests?\b|\bpytest\b|\bjest\b|\bvitest\b|\brspec\b|\bunittest\b|\bspec\b", _I),
         (
-            (lazy(r"\b[1-9]\d*\s+(?:failed|failures?|errors?)\b|\bFAILED\b|\btests?\s+failed\b|^FAIL\b", _M), -1),
+            (lazy(r"\b[1-9]\d*[ \t]+(?:failed|failures?|errors?)\b|(?-i:\bFAILED\b)|\btests?\s+failed\b|(?-i:^FAIL\b)", _M), -1),
             (lazy(r"\b\d+\s+passed\b|\b\d+\s+tests?,\s+0\s+failures?\b|^OK\b|\ball\s+tests?\s+pass(?:ed)?\b|\btests?\s+passed\b|\bTests:\s+\d+\s+passed\b", _M), 1),
         ),
         hints=("pass", "fail", "ok", "error", "green"),
@@ -258,11 +261,22 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
             # conversation first acted on it (its first tool call naming it)
             since = _first_call_naming(subjects, calls) if subjects else None
             where = f" after the first tool call on {subjects[0]}" if since is not None else ""
+            # a claim on a list item headed by a task ("- **spotter-gqc.7** (open): ... (already
+            # pushed)") is about that task's work: what the session did while working on it
+            worked: set[int] | None = None
+            if not subjects:
+                task = head_task(phases_of(ev), text[text.rfind("\n", 0, offset) + 1 : offset])
+                if task is not None:
+                    worked, where = set(phases_of(ev).worked(task)), f" while the session worked on {task}"
             # "afterwards", "after these edits", "again": about the code as last changed
             if _AFTER_CHANGES.search(clause) and last_change is not None:
-                since, where = last_change + 1, " after the last file change"
+                since, worked, where = last_change + 1, None, " after the last file change"
+
+            def within(i: int) -> bool:
+                return (since is None or i >= since) and (worked is None or i in worked)
+
             words = _words(_ACTIVITY_WORDS.sub(" ", clause))
-            scope = [(v, figs) for i, verdict, at, figs, said in judged if since is None or i >= since
+            scope = [(v, figs) for i, verdict, at, figs, said in judged if within(i)
                      for v in [_verdict(verdict, at, said, words)] if v is not None]
             figures = set(_FIGURE.findall(clause))
             if figures and any(figures & figs for _, figs in scope):
@@ -274,8 +288,8 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
             if verdicts:
                 which = "last outcome" if state else "every outcome"
                 severity, why = "error", f"the conversation's {which} of the {name}{where} is a failure"
-            elif any(activity.mention.search(t) for i, t, _ in calls if since is None or i >= since) or any(
-                    _under_way(t, activity) for i, t in evidence if ev.sources[i].role == "tool" and (since is None or i >= since)):
+            elif any(activity.mention.search(t) for i, t, _ in calls if within(i)) or any(
+                    _under_way(t, activity) for i, t in evidence if ev.sources[i].role == "tool" and within(i)):
                 severity, why = "info", f"the conversation runs the {name}{where} but shows no outcome of it (cannot be verified)"
             else:
                 severity, why = "warning", f"no tool call{where} performs the {name} and no output reports it"
@@ -294,10 +308,6 @@ def _under_way(text: str, activity) -> bool:
     return any(activity.mention.search(m.group(0)) for m in _PROGRESS_LINE.finditer(text))
 
 
-# the parts of a tool call's arguments that are text it writes into a file, not what it does
-_WRITTEN = ("content", "old_string", "new_string", "old_str", "new_str", "file_text", "patch", "diff", "text")
-
-
 def _calls(ev: Evidence) -> list[tuple[int, str, bool]]:
     """(source index, what it does) of every tool call: an assistant line with a call id; when no
     source has one, any assistant or tool line (a call cannot be told from its result); when no
@@ -311,27 +321,11 @@ def _calls(ev: Evidence) -> list[tuple[int, str, bool]]:
     for i in ev.conversation:
         s = sources[i]
         if with_ids and s.role == "assistant" and s.call:
-            action = _action(s.text)
+            action = action_of(s.text)
             out.append((i, action, len(action) < len(s.text) and action != s.text))
         elif not with_ids and s.role in ("assistant", "tool"):
             out.append((i, s.text, False))
     return out
-
-
-def _action(call: str) -> str:
-    """A tool call ``Name({...json...})`` without the file text it writes (an edit that adds a
-    ``curl`` line to a script runs no curl); any other call as it is."""
-    open_at = call.find("(")
-    if open_at <= 0 or not call.endswith(")") or call[open_at + 1 : open_at + 2] != "{":
-        return call
-    try:
-        args = json.loads(call[open_at + 1 : -1])
-    except ValueError:
-        return call
-    if not isinstance(args, dict):
-        return call
-    kept = {k: v for k, v in args.items() if k not in _WRITTEN}
-    return call[:open_at] + "(" + json.dumps(kept, ensure_ascii=False) + ")"
 
 
 _AFTER_CHANGES = re.compile(r"\bafterwards?\b|\bafter\s+(?:these|those|all\s+(?:the\s+|these\s+)?|the\s+above|my|our)\s*(?:\w+\s+)?(?:edits?|changes?|fix(?:es)?|updates?)\b|\bagain\b", _I)
@@ -518,10 +512,18 @@ def _verdict(verdict: int, at: int, said: list[tuple[int, str]], words: set[str]
 
 
 def _clause_around(sentence: str, start: int, end: int) -> str:
-    """The clause of ``sentence`` holding [start, end): cut at ; , and before "but"."""
-    left = max(sentence.rfind(sep, 0, start) for sep in (";", ",", " but ", "—", " - ")) + 1
-    rights = [i for i in (sentence.find(sep, end) for sep in (";", ",", " but ", "—", " - ")) if i >= 0]
-    return sentence[left : min(rights) if rights else len(sentence)]
+    """The clause of ``sentence`` holding [start, end): cut at ; , and before "but"; a claim inside
+    a parenthesis ("(open, blocked): Launch X (the hook part was already pushed)") is the
+    parenthesis's own clause."""
+    lo, hi = 0, len(sentence)
+    opened = sentence.rfind("(", 0, start)
+    if opened >= 0 and sentence.find(")", opened, start) < 0:
+        closed = sentence.find(")", end)
+        if closed >= 0:
+            lo, hi = opened + 1, closed
+    left = max(lo - 1, *(sentence.rfind(sep, lo, start) for sep in (";", ",", " but ", "—", " - "))) + 1
+    rights = [i for i in (sentence.find(sep, end, hi) for sep in (";", ",", " but ", "—", " - ")) if i >= 0]
+    return sentence[left : min(rights) if rights else hi]
 
 
 def _plan_sections(text: str) -> list[tuple[int, int]]:

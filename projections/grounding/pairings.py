@@ -17,6 +17,10 @@ count in another) are no swap: nothing there gives either of them another partne
 An output is tied to the step that raised it (steps.py): a line that credits a quoted message to a
 quoted command is a swap when that command ran, none of its runs printed the message, and a run of
 another command of the same tool (or the harness's own output: a hook's) did.
+
+A value is tied to the task whose work printed it (phase_pairs.py: "84 tests" printed while the
+session worked on spotter-dov.1 is no count of dov.2's), and a place or a report to the file the tools
+printed it for (reports.py: "57:13" printed for otel_trace_helpers.ex is no line of hooks_controller.ex).
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ import re
 from bisect import bisect_left, bisect_right
 
 from projections.grounding.evidence import Evidence
+from projections.grounding.phase_pairs import PhaseIndex, phase_swaps, task_of_line
 from projections.grounding.registry import GroundingFinding, finding, rule
+from projections.grounding.reports import Reports, misplaced_locations, misplaced_reports
 from projections.grounding.specifics import SourceIndex, Specific, tokens
 from projections.grounding.steps import Steps
 from projections.grounding.text import at_line_position
@@ -201,7 +207,11 @@ class _Pairs:
                 self.by_key.setdefault(key, []).append(s)
                 self.in_unit.setdefault(u, []).append(s)
         self._ev_sources = ev.sources
+        self._order = ev.conversation
+        self._per_text = index.per_text
         self._steps: Steps | None = None
+        self._phases: PhaseIndex | None = None
+        self._reports: Reports | None = None
         for sightings in self.in_unit.values():
             sightings.sort(key=lambda s: (s.text, s.line))
 
@@ -213,6 +223,24 @@ class _Pairs:
             self._steps = Steps(self.texts, [s.role for s in src], list(self.calls),
                                 [bool(s.harness) for s in src], self.unit_of)
         return self._steps
+
+    @property
+    def phases(self) -> PhaseIndex:
+        """The tasks the session worked on and the counts it printed meanwhile, built on first need."""
+        if self._phases is None:
+            src = self._ev_sources
+            self._phases = PhaseIndex(self.texts, [s.role for s in src], list(self.calls),
+                                      [bool(s.harness) for s in src], self._order, self._per_text)
+        return self._phases
+
+    @property
+    def reports(self) -> Reports:
+        """The file:line locations the outputs print, built on first need."""
+        if self._reports is None:
+            src = self._ev_sources
+            # every output the summarizer saw, the hook output delivered with the compaction call too
+            self._reports = Reports(self.texts, [s.role for s in src], [bool(s.harness) for s in src], range(len(src)))
+        return self._reports
 
     def sightings(self, sp: Specific) -> list[_Sighting]:
         found = self.by_key.get(_look_up(sp), [])
@@ -298,6 +326,7 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
         on_line.append([sp for sp in here if seen[sp.start]])
     quotes = sorted((sp for sp in ev.found if sp.category in ("quote", "name") and not sp.weak), key=lambda sp: sp.start)
     quote_starts = [sp.start for sp in quotes]
+    texts: list[str] | None = None  # each line's text, for the phase and report checks
     for k, (a, b, parent) in enumerate(lines):
         here = [sp for sp in quotes[bisect_left(quote_starts, a):bisect_right(quote_starts, b)] if sp.end <= b]
         step = _misplaced_output(here, on_line[k], pairs) if len(here) >= 2 else None
@@ -313,6 +342,13 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
         above = on_line[parent] if parent >= 0 else []
         swap = _swapped(above + on_line[k], len(above), seen, pairs, ev)
         if swap is None:
+            if texts is None:
+                texts = [ev.text[x:y] for x, y, _ in lines]
+                parents = [q for _, _, q in lines]
+                every = sorted(ev.found, key=lambda sp: sp.start)
+                every_starts = [sp.start for sp in every]
+            here_all = [sp for sp in every[bisect_left(every_starts, a):bisect_right(every_starts, b)] if sp.end <= b]
+            out += _phase_swaps(pairs, a, texts, parents, k, here_all) or _report_swaps(ev, pairs, a, b)
             continue
         x, v, w, y = swap
         later = max(x, v, key=lambda sp: sp.start)
@@ -323,6 +359,44 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
             offset=later.start, category=f"{x.category}+{v.category}",
         ))
     return out
+
+
+def _phase_swaps(pairs: _Pairs, a: int, texts: list[str], parents: list[int], k: int,
+                 here: list[Specific]) -> list[GroundingFinding]:
+    """Values line ``k`` (its specifics ``here``) gives its task (named on it or on a line it hangs
+    from) that the session printed only while working on other tasks (phase_pairs.py)."""
+    if not pairs.phases.phases.tasks:
+        return []
+    task = task_of_line(pairs.phases.phases, texts, parents, k)
+    if task is None:
+        return []
+    return [finding(
+        "pairing", SWAPPED_PAIRING, "error", f"{s.task} … {s.value}",
+        f"the summary gives {s.value!r} to {s.task}, but the session printed it only while working on "
+        f"{s.other}; the work on {s.task} printed {s.own}: facts may have been swapped",
+        offset=s.offset, category="task+value",
+    ) for s in phase_swaps(pairs.phases, task, texts[k], a, here)]
+
+
+def _report_swaps(ev: Evidence, pairs: _Pairs, a: int, b: int) -> list[GroundingFinding]:
+    """A location or a report the summary line [a, b) gives one file that the tools printed for
+    another (reports.py)."""
+    line = ev.text[a:b]
+    if ":" not in line and "line" not in line.lower() and "." not in line:
+        return []
+    reports = pairs.reports
+    if not reports.reports:
+        return []
+    out = [finding(
+        "pairing", SWAPPED_PAIRING, "error", m.summary,
+        f"the summary places {m.summary!r} in {m.file}, but the sources print {m.other} (and {m.own} for "
+        f"{m.file}): facts may have been swapped", offset=m.offset, category="file+line",
+    ) for m in misplaced_locations(reports, line, a)]
+    return out or [finding(
+        "pairing", SWAPPED_PAIRING, "error", m.summary,
+        f"the summary gives {m.file} the report it describes, but the sources print that report for {m.other} "
+        f"(and other reports for {m.own}): facts may have been swapped", offset=m.offset, category="file+report",
+    ) for m in misplaced_reports(reports, line, a)]
 
 
 def _clip(text: str, n: int = 70) -> str:
