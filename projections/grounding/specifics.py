@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import functools
 import re
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any, NamedTuple
 
 from projections.grounding.lazy import lazy
@@ -1093,6 +1095,7 @@ class _Read(NamedTuple):
     line_numbers: tuple[float, ...]
     listing_length: float | None
     figures: list[float]  # every number written in digits, outside clock times, in order
+    own_tokens: bool  # ``tokens`` are ``tokens(text)`` (not given by the caller)
     # its specifics filed as ``SourceIndex`` files them, in order: by category, and the figures,
     # bare figures, figures of a noun (singular, value) and quantities (dimension, values) they state
     by_cat: dict[str, list[Specific]]
@@ -1126,6 +1129,7 @@ def _read(raw: str, found: list[Specific] | None, toks: list[str] | None) -> _Re
 def _read_afresh(raw: str, found: list[Specific] | None, toks: list[str] | None) -> _Read:
     t, shown, length = _without_gutter(raw)
     found = found if found is not None else extract(t)
+    own_tokens = toks is None
     toks = toks if toks is not None else tokens(t)
     # numbers inside identifiers, paths and URLs still count as stated for a bare number in a
     # summary ("port 8080" in a URL, "migration 0042" in 0042_add_index); the minutes of a clock
@@ -1156,7 +1160,7 @@ def _read_afresh(raw: str, found: list[Specific] | None, toks: list[str] | None)
             num = _NUM_RX.search(sp.text)
             if num:
                 numbers.append(_canon(float(num.group(0).replace(",", ""))))
-    return _Read(raw, t, found, toks, shown, length, figures, by_cat, numbers, bare, nouns, quantities)
+    return _Read(raw, t, found, toks, shown, length, figures, own_tokens, by_cat, numbers, bare, nouns, quantities)
 
 
 @dataclass(slots=True)
@@ -1177,6 +1181,7 @@ class SourceIndex:
     _grams: set[str] | None = None
     _norm: str | None = None
     _tok_sets: list[frozenset[str]] | None = None
+    _joined: tuple[str, list[int]] | None = None
     _reads: tuple[_Read, ...] = ()
     _lower: str | None = None
     line_numbers: set[float] = field(default_factory=set)  # positions a file listing's gutter shows
@@ -1251,7 +1256,9 @@ class SourceIndex:
     def norm(self) -> str:
         """The texts casefolded with punctuation runs collapsed (for quotes), built on first use."""
         if self._norm is None:
-            self._norm = " ".join(_norm_text(t) for t in self.texts)
+            self._norm = " ".join(
+                " " + " ".join(r.tokens) + " " if r.own_tokens else _norm_text(r.text) for r in self._reads
+            ) if len(self._reads) == len(self.texts) else " ".join(_norm_text(t) for t in self.texts)
         return self._norm
 
     @property
@@ -1269,7 +1276,36 @@ class SourceIndex:
         return self._grams
 
     def _has_name(self, key: str) -> bool:
-        return key in self.toks or key in self.grams
+        if key in self.toks:
+            return True
+        if self._grams is not None:
+            return key in self._grams
+        return self._joins(key)
+
+    def _joins(self, key: str) -> bool:
+        """``key in self.grams`` without making every gram: where ``key`` occurs in the texts'
+        tokens written together, does it start at a token and end 1 to 4 tokens later? (A key found
+        in too many places makes the grams after all.)"""
+        if not key:
+            return False
+        if self._joined is None:
+            bounds: list[int] = []
+            at = 0
+            for tk in self.tok_lists:
+                ends = list(accumulate(map(len, tk), initial=at))
+                bounds += ends
+                at = ends[-1] + 1  # the texts apart: no key holds the "\0" between them
+            self._joined = ("\0".join(map("".join, self.tok_lists)), bounds)
+        joined, bounds = self._joined
+        i = joined.find(key)
+        for _ in range(64):
+            if i < 0:
+                return False
+            k = bisect_left(bounds, i)
+            if k < len(bounds) and bounds[k] == i and i + len(key) in bounds[k + 1 : k + 5]:
+                return True
+            i = joined.find(key, i + 1)
+        return key in self.grams
 
     # each check returns (supported, near) where near lists source values of the same kind
     def supports(self, sp: Specific) -> tuple[bool, list[str]]:
