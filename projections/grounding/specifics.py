@@ -713,18 +713,20 @@ def _extract(text: str, lowercase_vocabulary: frozenset[str] | None) -> list[Spe
     for kind, rx in patterns:
         if kind == "quote":
             continue  # quotes overlap the specifics inside them; handled below
-        if not _wanted(kind, text, words, digits):
+        at = starts.get(kind)
+        if not at or not _wanted(kind, text, words, digits):
             continue
         # Match only where a specific of this kind can start (a few token starts), not at every
         # character: the patterns are anchored there with ``match``.
-        for pos in starts.get(kind, ()):
+        match = rx.match
+        for pos in at:
             if mask[pos]:
                 continue
-            m = rx.match(text, pos)
+            m = match(text, pos)
             if m is None or m.end() == pos:
                 continue
             sp = _make(kind, m, text)
-            if sp is not None and free(sp.start, sp.end):
+            if sp is not None and (mask.find(1, sp.start, sp.end) == -1 if sp.start < sp.end else free(sp.start, sp.end)):
                 add(sp)
     quotes = dict(patterns)["quote"].finditer(text) if ('"' in text or "'" in text or "`" in text or "“" in text) else ()
     for m in quotes:
