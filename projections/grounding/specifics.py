@@ -20,9 +20,11 @@ from __future__ import annotations
 import datetime
 import functools
 import re
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any, NamedTuple
 
 from projections.grounding.lazy import lazy
@@ -724,18 +726,20 @@ def _extract(text: str, lowercase_vocabulary: frozenset[str] | None) -> list[Spe
     for kind, rx in patterns:
         if kind == "quote":
             continue  # quotes overlap the specifics inside them; handled below
-        if not _wanted(kind, text, words, digits):
+        at = starts.get(kind)
+        if not at or not _wanted(kind, text, words, digits):
             continue
         # Match only where a specific of this kind can start (a few token starts), not at every
         # character: the patterns are anchored there with ``match``.
-        for pos in starts.get(kind, ()):
+        match = rx.match
+        for pos in at:
             if mask[pos]:
                 continue
-            m = rx.match(text, pos)
+            m = match(text, pos)
             if m is None or m.end() == pos:
                 continue
             sp = _make(kind, m, text)
-            if sp is not None and free(sp.start, sp.end):
+            if sp is not None and (mask.find(1, sp.start, sp.end) == -1 if sp.start < sp.end else free(sp.start, sp.end)):
                 add(sp)
     quotes = dict(patterns)["quote"].finditer(text) if ('"' in text or "'" in text or "`" in text or "“" in text) else ()
     for m in quotes:
@@ -1114,6 +1118,7 @@ class _Read(NamedTuple):
     line_numbers: tuple[float, ...]
     listing_length: float | None
     figures: list[float]  # every number written in digits, outside clock times, in order
+    own_tokens: bool  # ``tokens`` are ``tokens(text)`` (not given by the caller)
     # its specifics filed as ``SourceIndex`` files them, in order: by category, and the figures,
     # bare figures, figures of a noun (singular, value) and quantities (dimension, values) they state
     by_cat: dict[str, list[Specific]]
@@ -1147,6 +1152,7 @@ def _read(raw: str, found: list[Specific] | None, toks: list[str] | None) -> _Re
 def _read_afresh(raw: str, found: list[Specific] | None, toks: list[str] | None) -> _Read:
     t, shown, length = _without_gutter(raw)
     found = found if found is not None else extract(t)
+    own_tokens = toks is None
     toks = toks if toks is not None else tokens(t)
     position_lines: set[float] = set()
     at = _positions(t, position_lines)  # ``x.exs:50``, grep's ``39:``: line positions, not figures
@@ -1190,7 +1196,7 @@ def _read_afresh(raw: str, found: list[Specific] | None, toks: list[str] | None)
                 numbers.append(_canon(float(num.group(0).replace(",", ""))))
     if position_lines:
         shown = tuple(shown) + tuple(sorted(position_lines))
-    return _Read(raw, t, found, toks, shown, length, figures, by_cat, numbers, bare, nouns, quantities)
+    return _Read(raw, t, found, toks, shown, length, figures, own_tokens, by_cat, numbers, bare, nouns, quantities)
 
 
 def _weekday_of(year: int | None, month: int | None, day: int | None) -> int | None:
@@ -1251,6 +1257,7 @@ class SourceIndex:
     _grams: set[str] | None = None
     _norm: str | None = None
     _tok_sets: list[frozenset[str]] | None = None
+    _joined: tuple[str, list[int]] | None = None
     _reads: tuple[_Read, ...] = ()
     _lower: str | None = None
     line_numbers: set[float] = field(default_factory=set)  # positions a file listing's gutter shows
@@ -1326,7 +1333,9 @@ class SourceIndex:
     def norm(self) -> str:
         """The texts casefolded with punctuation runs collapsed (for quotes), built on first use."""
         if self._norm is None:
-            self._norm = " ".join(_norm_text(t) for t in self.texts)
+            self._norm = " ".join(
+                " " + " ".join(r.tokens) + " " if r.own_tokens else _norm_text(r.text) for r in self._reads
+            ) if len(self._reads) == len(self.texts) else " ".join(_norm_text(t) for t in self.texts)
         return self._norm
 
     @property
@@ -1344,7 +1353,36 @@ class SourceIndex:
         return self._grams
 
     def _has_name(self, key: str) -> bool:
-        return key in self.toks or key in self.grams
+        if key in self.toks:
+            return True
+        if self._grams is not None:
+            return key in self._grams
+        return self._joins(key)
+
+    def _joins(self, key: str) -> bool:
+        """``key in self.grams`` without making every gram: where ``key`` occurs in the texts'
+        tokens written together, does it start at a token and end 1 to 4 tokens later? (A key found
+        in too many places makes the grams after all.)"""
+        if not key:
+            return False
+        if self._joined is None:
+            bounds: list[int] = []
+            at = 0
+            for tk in self.tok_lists:
+                ends = list(accumulate(map(len, tk), initial=at))
+                bounds += ends
+                at = ends[-1] + 1  # the texts apart: no key holds the "\0" between them
+            self._joined = ("\0".join(map("".join, self.tok_lists)), bounds)
+        joined, bounds = self._joined
+        i = joined.find(key)
+        for _ in range(64):
+            if i < 0:
+                return False
+            k = bisect_left(bounds, i)
+            if k < len(bounds) and bounds[k] == i and i + len(key) in bounds[k + 1 : k + 5]:
+                return True
+            i = joined.find(key, i + 1)
+        return key in self.grams
 
     # each check returns (supported, near) where near lists source values of the same kind
     def supports(self, sp: Specific) -> tuple[bool, list[str]]:
