@@ -17,12 +17,13 @@ raise ``UpstreamTimeout`` when the upstream says nothing for ``timeout`` seconds
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import ssl
 import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 __all__ = ["UpstreamError", "UpstreamTimeout", "UpstreamResponse", "HTTP11Upstream", "HttpxUpstream",
            "open_upstream"]
@@ -348,6 +349,10 @@ class HTTP11Upstream:
         self.authority = (name if self.port == default else f"{name}:{self.port}").encode("idna")
         self.timeout = timeout
         self.connect_timeout = connect_timeout
+        parts = urlsplit(origin)
+        # credentials in the origin are sent as Basic auth in place of the client's, as httpx does
+        self._basic = (b"Basic " + base64.b64encode(f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode())
+                       if parts.username else None)
         self._ssl: ssl.SSLContext | None = None
         self._idle: list[_Connection] = []
 
@@ -390,6 +395,8 @@ class HTTP11Upstream:
         conn.response = response
         head = [f"{method} {self.prefix}{target} HTTP/1.1\r\n".encode("latin-1"), b"host: ", self.authority,
                 b"\r\ncontent-length: ", str(len(body)).encode(), b"\r\n"]
+        if self._basic is not None:
+            headers = [(k, v) for k, v in headers if k.lower() != b"authorization"] + [(b"authorization", self._basic)]
         for name, value in headers:
             head += (name, b": ", value, b"\r\n")
         head.append(b"\r\n")
