@@ -19,8 +19,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
+import contextlib
 import ssl
 import urllib.request
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -29,6 +31,7 @@ __all__ = ["UpstreamError", "UpstreamTimeout", "UpstreamResponse", "HTTP11Upstre
            "open_upstream"]
 
 _IDLE_KEPT = 64  # idle keep-alive connections kept to the upstream
+_MAX_CONNECTIONS = 256  # calls in flight to the upstream at once (more wait for a free one), as with httpx
 _HIGH_WATER = 1 << 20  # body bytes buffered from the upstream before it is asked to wait
 
 
@@ -117,7 +120,7 @@ class HttpxUpstream:
 
         self._client = httpx.AsyncClient(
             base_url=origin, timeout=httpx.Timeout(timeout, connect=connect_timeout),
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=_IDLE_KEPT), follow_redirects=False,
+            limits=httpx.Limits(max_connections=_MAX_CONNECTIONS, max_keepalive_connections=_IDLE_KEPT), follow_redirects=False,
         )
 
     async def send(self, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes) -> UpstreamResponse:
@@ -151,7 +154,16 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.closed = False
-        self.response: _HTTP11Response | None = None
+        # weakly: a reply the proxy dropped unread is collected, and frees its slot and this connection
+        self._response: weakref.ref[_HTTP11Response] | None = None
+
+    @property
+    def response(self) -> _HTTP11Response | None:
+        return self._response() if self._response is not None else None
+
+    @response.setter
+    def response(self, value: _HTTP11Response | None) -> None:
+        self._response = weakref.ref(value) if value is not None else None
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -176,6 +188,8 @@ class _Connection(asyncio.Protocol):
             else:
                 self._fail(UpstreamError("the upstream closed the connection mid-reply"
                                          + (f": {exc}" if exc else "")))
+        if r is not None:
+            r.release()  # what arrived stays readable; the slot is free
 
     def pause_writing(self) -> None:  # the body is buffered by the transport; nothing to hold
         pass
@@ -317,7 +331,7 @@ class _HTTP11Response(UpstreamResponse):
         finally:
             if not (self.complete and not self._chunks):
                 self.keep_alive = False  # not read to its end: the connection cannot carry another call
-            self._release()
+            self.release()
 
     async def aread(self) -> bytes:
         chunks = [chunk async for chunk in self.aiter_raw()]
@@ -326,12 +340,18 @@ class _HTTP11Response(UpstreamResponse):
     async def aclose(self) -> None:
         if not self.complete:
             self.keep_alive = False
-        self._release()
+        self.release()
 
-    def _release(self) -> None:
+    def __del__(self) -> None:  # dropped unread (a client gone before its reply was relayed): free its slot
+        if not self._released:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing left to free
+                self._conn.loop.call_soon_threadsafe(self.release)
+
+    def release(self) -> None:
         if self._released:
             return
         self._released = True
+        self._pool.done()
         self._conn.response = None
         if self.keep_alive and self.complete and self._error is None and not self._conn.closed:
             self._pool.idle(self._conn)
@@ -355,6 +375,7 @@ class HTTP11Upstream:
                        if parts.username else None)
         self._ssl: ssl.SSLContext | None = None
         self._idle: list[_Connection] = []
+        self._slots: asyncio.Semaphore | None = None  # made on first use, inside the running loop
 
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:
@@ -363,6 +384,11 @@ class HTTP11Upstream:
             self._ssl = httpx.create_ssl_context()
             self._ssl.set_alpn_protocols(["http/1.1"])
         return self._ssl
+
+    def done(self) -> None:
+        """A call ended: its slot is free."""
+        assert self._slots is not None
+        self._slots.release()
 
     def idle(self, conn: _Connection) -> None:
         if len(self._idle) < _IDLE_KEPT:
@@ -390,7 +416,14 @@ class HTTP11Upstream:
 
     async def send(self, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes) -> UpstreamResponse:
         """Send one request; return once the reply's status and headers are in."""
-        conn = await self._connection()
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(_MAX_CONNECTIONS)
+        await self._slots.acquire()
+        try:
+            conn = await self._connection()
+        except BaseException:
+            self._slots.release()
+            raise
         response = _HTTP11Response(self, conn, self.timeout, head_only=method == "HEAD")
         conn.response = response
         head = [f"{method} {self.prefix}{target} HTTP/1.1\r\n".encode("latin-1"), b"host: ", self.authority,
@@ -408,7 +441,7 @@ class HTTP11Upstream:
             await response.head()
         except BaseException:
             response.keep_alive = False
-            response._release()
+            response.release()
             raise
         return response
 

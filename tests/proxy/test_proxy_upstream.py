@@ -202,3 +202,31 @@ def test_the_proxy_records_the_same_over_either_client(tmp_path, monkeypatch, fa
     with Ledger.open(db) as ledger:
         texts = [x.text for x in ledger.session("s").spans()]
     assert texts == ["hi", "You said: hi", "again", "You said: again"]
+
+
+def test_calls_in_flight_are_bounded_and_a_reply_dropped_unread_frees_its_slot(monkeypatch):
+    from engine.proxy import upstream
+
+    monkeypatch.setattr(upstream, "_MAX_CONNECTIONS", 2)
+
+    async def go():
+        async with raw_server(lambda req: b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok") as (origin, _):
+            client = _client(origin)
+            first = await client.send("POST", "/a", [], b"")
+            second = await client.send("POST", "/b", [], b"")
+            third = asyncio.ensure_future(client.send("POST", "/c", [], b""))
+            await asyncio.sleep(0.1)
+            assert not third.done()  # waits for a free slot
+            assert await first.aread() == b"ok"
+            assert await (await third).aread() == b"ok"
+            fourth = await client.send("POST", "/d", [], b"")  # now second and fourth hold both slots
+            fifth = asyncio.ensure_future(client.send("POST", "/e", [], b""))
+            await asyncio.sleep(0.1)
+            assert not fifth.done()
+            del second  # never read: its slot is freed when it is collected
+            import gc
+            gc.collect()
+            assert await (await asyncio.wait_for(fifth, 2)).aread() == b"ok"
+            assert await fourth.aread() == b"ok"
+
+    run(go())
