@@ -275,15 +275,33 @@ class _Proxy:
         if body is None:
             return self._too_large(request)
         try:
+            header_session(request.headers.get(SESSION_HEADER))
+        except InvalidInputError as e:
+            return _error(400, "invalid_request_error", e.message)
+        compacting = self.config.compact is not None and api != "responses"
+        # What goes upstream is the body as it came, unless compaction replaces its history: then it
+        # is sent now, and read, matched to its session and made ready to record while the upstream
+        # works (none of that decides what is sent).
+        started = time.perf_counter()
+        sending = None if compacting else asyncio.ensure_future(self._send(request, body))
+        try:
+            return await self._chat(request, api, body, compacting, sending, started)
+        finally:
+            if sending is not None and not sending.done():
+                sending.cancel()  # the client went away before the upstream answered
+
+    async def _chat(self, request: Request, api: str, body: bytes, compacting: bool,
+                    sending: asyncio.Future | None, started: float) -> Response:
+        try:
             parsed, extra = _decode(api, body)
         except msgspec.DecodeError:
             self.health.count("not_chat")
-            return await self._forward_plain(request, body)
+            return await self._forward_plain(request, body, sending)
         except RecursionError:  # JSON nested deeper than a decoder reads: record what is not
             try:
                 parsed, extra = _decode(api, json_shallow(body, MAX_MESSAGE_DEPTH + 2))
             except (msgspec.DecodeError, RecursionError):
-                return await self._unreadable(request, body)
+                return await self._unreadable(request, body, sending)
         self.health.count("requests")
         previous = extra.get("previous_response_id")
         try:
@@ -304,11 +322,9 @@ class _Proxy:
             meta["stream"] = True
         call = _Call(name, api, parsed.messages, parsed.system if api != "openai" else None, meta,
                      append=previous is not None, compacted=request.url.path.endswith("/compact"))
-        started = time.perf_counter()
         # A streamed reply starts reaching the client before it ends, and compaction works on the
         # recorded history: then the request is recorded first, on its own. Otherwise the request and
         # its reply (or outcome) are recorded together, in one transaction, before the client gets it.
-        compacting = self.config.compact is not None and api != "responses"
         recorded = self._submit(self.store.record_request, *call.request) if stream or compacting else None
         upstream_body = body
         if compacting:
@@ -321,7 +337,7 @@ class _Proxy:
                     with contextlib.suppress(ValueError, RecursionError):  # unreadable: sent as it came
                         upstream_body = _with_buffer(body, api, rendered)
         try:
-            resp = await self._send(request, upstream_body)
+            resp = await (sending if sending is not None else self._send(request, upstream_body))
         except UpstreamTimeout as e:
             return await self._failed(call, recorded, 504, "upstream_timeout",
                                       f"upstream {self.shown_upstream} did not answer in time ({e})")
@@ -466,9 +482,10 @@ class _Proxy:
             target += "?" + scope["query_string"].decode("latin-1")
         return await self.client.send(request.method, target, _forward_headers(request), body)
 
-    async def _forward_plain(self, request: Request, body: bytes) -> Response:
+    async def _forward_plain(self, request: Request, body: bytes, sending: asyncio.Future | None = None) -> Response:
+        """Forward unrecorded (``sending``: the call, already on its way)."""
         try:
-            resp = await self._send(request, body)
+            resp = await (sending if sending is not None else self._send(request, body))
         except UpstreamTimeout as e:
             return _error(504, "upstream_timeout", f"upstream {self.shown_upstream} did not answer in time ({e})")
         except UpstreamError as e:
@@ -489,7 +506,7 @@ class _Proxy:
         await self._record_end(call, recorded, None, {}, (UPSTREAM_ERROR, f"HTTP {status}: {message}"))
         return _error(status, kind, message)
 
-    async def _unreadable(self, request: Request, body: bytes) -> Response:
+    async def _unreadable(self, request: Request, body: bytes, sending: asyncio.Future | None = None) -> Response:
         """A request nested too deep to decode: forwarded unchanged, the session (when the header or
         ``--session`` names it) marked with what was not recorded."""
         self.health.count("unrecordable")
@@ -499,7 +516,7 @@ class _Proxy:
                 f"{request.url.path}: a request nested deeper than the decoder reads was forwarded but not recorded"),
                 NOT_RECORDED))
         log.warning("ctxledger proxy: a request to %s nests JSON too deeply to record; forwarded unrecorded", request.url.path)
-        return await self._forward_plain(request, body)
+        return await self._forward_plain(request, body, sending)
 
     async def _relay(self, resp: UpstreamResponse, call: _Call, meta: dict[str, Any], started: float) -> AsyncIterator[bytes]:
         """Pass the stream through event by event; record the assembled reply before the final event."""
