@@ -12,7 +12,7 @@ alternating; p50/p99 of each and the difference. Throughput: 16 concurrent sessi
 conversation, for a few seconds, proxied vs direct.
 
 ``--responses``: the same latency measurement for ``POST /v1/responses`` (a ``store=false`` client
-sending its whole input each call), beside direct calls and the bare forwarder.
+sending its whole input each call), beside direct calls and the bare forwarders.
 ``--follow``: the real Claude Code sessions replayed at once, interleaved, without a header (the
 target), and a synthetic mix of many article conversations (a harder second line); how many client
 compactions are recognised, how many conversations are wrongly joined, how many sessions started.
@@ -105,6 +105,31 @@ app = Starlette(routes=[Route("/v1/chat/completions", forward, methods=["POST"])
 uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 """
 
+# The same bare forwarder on the proxy's own upstream client (engine.proxy.upstream): what the HTTP
+# hop costs the proxy before it records anything.
+BARE_FORWARDER_SAME_CLIENT = """
+import contextlib, sys, uvicorn
+from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Route
+from engine.proxy.upstream import open_upstream
+origin, port = sys.argv[1], int(sys.argv[2])
+state = {}
+async def forward(request):
+    body = await request.body()
+    r = await state["client"].send("POST", request.url.path, [(b"content-type", b"application/json")], body)
+    content = await r.aread()
+    return Response(content, status_code=r.status_code, media_type="application/json")
+@contextlib.asynccontextmanager
+async def lifespan(app):
+    state["client"] = open_upstream(origin, timeout=60, connect_timeout=10)
+    yield
+    await state["client"].aclose()
+app = Starlette(routes=[Route("/v1/chat/completions", forward, methods=["POST"]),
+                       Route("/v1/responses", forward, methods=["POST"])], lifespan=lifespan)
+uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+"""
+
 
 def start_proxy(db: str, origin: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
@@ -132,17 +157,20 @@ def start_servers(db: str) -> tuple[list[subprocess.Popen], dict[str, str]]:
     _wait(origin + "/v1/models", upstream)
     full, full_url = start_proxy(f"{db}", origin)
     normal, normal_url = start_proxy(f"{db[:-3]}-normal.db?synchronous=normal", origin)
+    same_port = free_port()
     bare = subprocess.Popen([sys.executable, "-c", BARE_FORWARDER, origin, str(bare_port)], stderr=subprocess.DEVNULL)
-    bare_url = f"http://127.0.0.1:{bare_port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(bare_url, timeout=1)
-            break
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    urls = {"direct": origin, "bare": bare_url, "proxy_full": full_url, "proxy_normal": normal_url}
-    return [upstream, full, normal, bare], urls
+    same = subprocess.Popen([sys.executable, "-c", BARE_FORWARDER_SAME_CLIENT, origin, str(same_port)], stderr=subprocess.DEVNULL)
+    bare_url, same_url = f"http://127.0.0.1:{bare_port}", f"http://127.0.0.1:{same_port}"
+    for url in (bare_url, same_url):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(url, timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+    urls = {"direct": origin, "bare": bare_url, "bare_same": same_url, "proxy_full": full_url, "proxy_normal": normal_url}
+    return [upstream, full, normal, bare, same], urls
 
 
 def pct(values: list[float], p: float) -> float:
@@ -296,7 +324,7 @@ def responses_main(args: argparse.Namespace, load: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = f"sqlite:///{Path(tmp) / 'bench.db'}"
         procs, targets = start_servers(db)
-        timed = {"proxy_full": procs[1], "proxy_normal": procs[2], "bare": procs[3]}
+        timed = {"proxy_full": procs[1], "proxy_normal": procs[2], "bare": procs[3], "bare_same": procs[4]}
         try:
             latency_responses(targets, 500, 3)  # warm-up (the token counter's tables, lazy imports): not measured
             latency(targets, 500, 3)
@@ -317,21 +345,25 @@ def responses_main(args: argparse.Namespace, load: str) -> None:
         "`POST /v1/responses`, non-streamed, a `store=false` client sending its whole input each call (the input "
         "grows by the reply and a user turn); the same processes and rotation as the chat table above.",
         "",
-        "| input at the first call | items | body at the last call | direct p50 / p99 | bare forwarder p50 / p99 "
+        "| input at the first call | items | body at the last call | direct p50 / p99 | bare forwarder, httpx p50 / p99 "
+        "| bare forwarder, the proxy's client p50 / p99 "
         "| proxy, durable p50 / p99 | proxy, `?synchronous=normal` p50 / p99 | added p50 (target ≤ 3 ms): durable / normal "
-        "| added over the bare forwarder p50: durable / normal | chat completions in the same run, added p50: durable / normal "
-        "| CPU per call: bare forwarder / proxy, normal (Responses; chat) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| added over the bare forwarder on the proxy's client p50 (the recording): durable / normal "
+        "| chat completions in the same run, added p50: durable / normal "
+        "| CPU per call: bare httpx / bare, proxy's client / proxy, normal (Responses; chat) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         lines.append(
             f"| {r['tokens']:,} tokens | {r['messages']} | {r['body_kb']:,.0f} KB "
             f"| {r['direct_p50']:.2f} / {r['direct_p99']:.2f} ms | {r['bare_p50']:.2f} / {r['bare_p99']:.2f} ms "
+            f"| {r['bare_same_p50']:.2f} / {r['bare_same_p99']:.2f} ms "
             f"| {r['proxy_full_p50']:.2f} / {r['proxy_full_p99']:.2f} ms | {r['proxy_normal_p50']:.2f} / {r['proxy_normal_p99']:.2f} ms "
             f"| {r['proxy_full_p50'] - r['direct_p50']:.2f} / {r['proxy_normal_p50'] - r['direct_p50']:.2f} ms "
-            f"| {r['proxy_full_p50'] - r['bare_p50']:.2f} / {r['proxy_normal_p50'] - r['bare_p50']:.2f} ms "
+            f"| {r['proxy_full_p50'] - r['bare_same_p50']:.2f} / {r['proxy_normal_p50'] - r['bare_same_p50']:.2f} ms "
             f"| {r['chat_proxy_full_p50'] - r['chat_direct_p50']:.2f} / {r['chat_proxy_normal_p50'] - r['chat_direct_p50']:.2f} ms "
-            f"| {r['bare_cpu']:.2f} / {r['proxy_normal_cpu']:.2f} ms; {r['chat_bare_cpu']:.2f} / {r['chat_proxy_normal_cpu']:.2f} ms |"
+            f"| {r['bare_cpu']:.2f} / {r['bare_same_cpu']:.2f} / {r['proxy_normal_cpu']:.2f} ms; "
+            f"{r['chat_bare_cpu']:.2f} / {r['chat_bare_same_cpu']:.2f} / {r['chat_proxy_normal_cpu']:.2f} ms |"
         )
     lines += [
         "",
@@ -492,20 +524,23 @@ def main() -> None:
         f"`python benchmarks/bench_proxy.py --calls {args.calls} --seconds {args.seconds:g}` — {machine()}; "
         f"load before the run: `{load}`; after: `{after.split('load average:')[-1].strip()}`.",
         "Processes on loopback: the fake upstream (uvicorn), the proxy (`ctxledger proxy` on a SQLite file, once "
-        "with durable commits and once with `?synchronous=normal`), a bare Starlette + httpx forwarder that "
-        "records nothing (the cost of the extra HTTP hop alone), and this client. "
-        "Baseline: the same call sent to the fake upstream directly; the four kinds of call rotate. Non-streamed "
+        "with durable commits and once with `?synchronous=normal`), two bare forwarders that record nothing (the "
+        "cost of the extra HTTP hop alone): Starlette + httpx, and Starlette + the proxy's own upstream client "
+        "(`engine.proxy.upstream`), and this client. "
+        "Baseline: the same call sent to the fake upstream directly; the five kinds of call rotate. Non-streamed "
         "calls of a growing conversation (each call appends the reply and a user turn).",
         "",
-        "| conversation at the first call | messages | body at the last call | direct p50 / p99 | bare forwarder p50 / p99 | proxy, durable commits "
+        "| conversation at the first call | messages | body at the last call | direct p50 / p99 | bare forwarder, httpx p50 / p99 "
+        "| bare forwarder, the proxy's client p50 / p99 | proxy, durable commits "
         "p50 / p99 | proxy, `?synchronous=normal` p50 / p99 | added p50 (target ≤ 3 ms): durable / normal "
         "| added p99 (target ≤ 15 ms): durable / normal |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         lines.append(
             f"| {r['tokens']:,} tokens | {r['messages']} | {r['body_kb']:,.0f} KB "
             f"| {r['direct_p50']:.2f} / {r['direct_p99']:.2f} ms | {r['bare_p50']:.2f} / {r['bare_p99']:.2f} ms "
+            f"| {r['bare_same_p50']:.2f} / {r['bare_same_p99']:.2f} ms "
             f"| {r['proxy_full_p50']:.2f} / {r['proxy_full_p99']:.2f} ms "
             f"| {r['proxy_normal_p50']:.2f} / {r['proxy_normal_p99']:.2f} ms "
             f"| {r['proxy_full_p50'] - r['direct_p50']:.2f} / {r['proxy_normal_p50'] - r['direct_p50']:.2f} ms "

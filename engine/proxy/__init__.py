@@ -7,7 +7,7 @@ the agent::
     from engine.proxy import ProxyConfig, create_app
     app = create_app(ProxyConfig(upstream="https://api.openai.com"), lambda: Ledger.open(url))
 
-Needs the ``proxy`` extra (Starlette, uvicorn, httpx).
+Needs the ``proxy`` extra (Starlette, uvicorn, httpx; httptools and uvloop make it faster, and it runs without them).
 """
 
 try:

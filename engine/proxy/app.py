@@ -1,5 +1,5 @@
-"""The proxy's HTTP side: a Starlette app that forwards to the upstream origin with ``httpx`` and
-records chat calls on the way through.
+"""The proxy's HTTP side: a Starlette app that forwards to the upstream origin (``upstream``: plain
+keep-alive HTTP/1.1, or ``httpx``) and records chat calls on the way through.
 
 - ``POST /v1/chat/completions`` (OpenAI-compatible) and ``POST /v1/messages`` (Anthropic): the
   request's messages are diffed into the session, the call is forwarded unchanged (or, with
@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 import msgspec
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -37,6 +36,7 @@ from engine.proxy.guard import TOKEN_HEADER, Guard
 from engine.proxy.naming import SESSION_HEADER, conversation_key, header_session, opening
 from engine.proxy.recording import NOT_RECORDED, UPSTREAM_ERROR, Health, StoreWorker
 from engine.proxy.sse import SSESplitter, stream_assembler
+from engine.proxy.upstream import UpstreamError, UpstreamResponse, UpstreamTimeout, open_upstream
 
 __all__ = ["ProxyConfig", "create_app", "CHAT_PATHS", "without_credentials"]
 
@@ -48,9 +48,10 @@ CHAT_PATHS = {
     "/v1/responses/compact": "responses", "/responses/compact": "responses",  # a standalone compaction
 }
 _HOP = {
-    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
-    "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding", SESSION_HEADER, TOKEN_HEADER,
-}
+    b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te", b"trailer", b"trailers",
+    b"transfer-encoding", b"upgrade", b"host", b"content-length", b"accept-encoding", b"expect",
+    SESSION_HEADER.encode(), TOKEN_HEADER.encode(),
+}  # ``expect``: the proxy has the whole body before it calls the upstream
 _MIN_REPLY_CHARS = 24  # replies shorter than this never identify a conversation
 _HOP_BACK = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "upgrade"}
 
@@ -151,14 +152,19 @@ def _client_of(request: Request) -> str:
     return "\x00".join((h.get("authorization", ""), h.get("x-api-key", ""), h.get("user-agent", "")))
 
 
-def _forward_headers(request: Request) -> dict[str, str]:
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
-    headers["accept-encoding"] = "identity"  # the proxy reads what it records
+def _forward_headers(request: Request) -> list[tuple[bytes, bytes]]:
+    headers = [(k, v) for k, v in request.scope["headers"] if k.lower() not in _HOP]
+    headers.append((b"accept-encoding", b"identity"))  # the proxy reads what it records
     return headers
 
 
-def _back_headers(resp: httpx.Response) -> dict[str, str]:
-    return {k: v for k, v in resp.headers.items() if k.lower() not in _HOP_BACK}
+def _back_headers(resp: UpstreamResponse) -> dict[str, str]:
+    back: dict[str, str] = {}
+    for k, v in resp.headers:
+        k = k.lower()
+        if k not in _HOP_BACK:
+            back[k] = f"{back[k]}, {v}" if k in back else v
+    return back
 
 
 def _compactor_factory(config: ProxyConfig, api: str, model: Any, headers: dict[str, str]) -> Callable[[], Any]:
@@ -189,7 +195,7 @@ class _Proxy:
         self.config = config
         self.health = Health()
         self.store = StoreWorker(open_ledger, self.health, permissive=config.permissive)
-        self.client: httpx.AsyncClient | None = None
+        self.client: Any = None  # the upstream client (``upstream.open_upstream``), opened with the app
         self.pending: set[asyncio.Future] = set()
         self.heads: dict[str, str] = {}  # session name -> the fingerprint (client, system prompt, tools) it was opened with
         self.shown_upstream = without_credentials(config.upstream)  # for health, error bodies, logs
@@ -198,12 +204,8 @@ class _Proxy:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        self.client = httpx.AsyncClient(
-            base_url=self.config.upstream,
-            timeout=httpx.Timeout(self.config.timeout, connect=self.config.connect_timeout),
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
-            follow_redirects=False,
-        )
+        self.client = open_upstream(self.config.upstream, timeout=self.config.timeout,
+                                    connect_timeout=self.config.connect_timeout)
         try:
             await self.store.run(self._open_store)
             yield
@@ -273,15 +275,33 @@ class _Proxy:
         if body is None:
             return self._too_large(request)
         try:
+            header_session(request.headers.get(SESSION_HEADER))
+        except InvalidInputError as e:
+            return _error(400, "invalid_request_error", e.message)
+        compacting = self.config.compact is not None and api != "responses"
+        # What goes upstream is the body as it came, unless compaction replaces its history: then it
+        # is sent now, and read, matched to its session and made ready to record while the upstream
+        # works (none of that decides what is sent).
+        started = time.perf_counter()
+        sending = None if compacting else asyncio.ensure_future(self._send(request, body))
+        try:
+            return await self._chat(request, api, body, compacting, sending, started)
+        finally:
+            if sending is not None and not sending.done():
+                sending.cancel()  # the client went away before the upstream answered
+
+    async def _chat(self, request: Request, api: str, body: bytes, compacting: bool,
+                    sending: asyncio.Future | None, started: float) -> Response:
+        try:
             parsed, extra = _decode(api, body)
         except msgspec.DecodeError:
             self.health.count("not_chat")
-            return await self._forward_plain(request, body)
+            return await self._forward_plain(request, body, sending)
         except RecursionError:  # JSON nested deeper than a decoder reads: record what is not
             try:
                 parsed, extra = _decode(api, json_shallow(body, MAX_MESSAGE_DEPTH + 2))
             except (msgspec.DecodeError, RecursionError):
-                return await self._unreadable(request, body)
+                return await self._unreadable(request, body, sending)
         self.health.count("requests")
         previous = extra.get("previous_response_id")
         try:
@@ -302,11 +322,9 @@ class _Proxy:
             meta["stream"] = True
         call = _Call(name, api, parsed.messages, parsed.system if api != "openai" else None, meta,
                      append=previous is not None, compacted=request.url.path.endswith("/compact"))
-        started = time.perf_counter()
         # A streamed reply starts reaching the client before it ends, and compaction works on the
         # recorded history: then the request is recorded first, on its own. Otherwise the request and
         # its reply (or outcome) are recorded together, in one transaction, before the client gets it.
-        compacting = self.config.compact is not None and api != "responses"
         recorded = self._submit(self.store.record_request, *call.request) if stream or compacting else None
         upstream_body = body
         if compacting:
@@ -319,18 +337,18 @@ class _Proxy:
                     with contextlib.suppress(ValueError, RecursionError):  # unreadable: sent as it came
                         upstream_body = _with_buffer(body, api, rendered)
         try:
-            resp = await self._send(request, upstream_body, stream=True)
-        except httpx.TimeoutException as e:
+            resp = await (sending if sending is not None else self._send(request, upstream_body))
+        except UpstreamTimeout as e:
             return await self._failed(call, recorded, 504, "upstream_timeout",
-                                      f"upstream {self.shown_upstream} did not answer in time ({type(e).__name__})")
-        except httpx.HTTPError as e:
+                                      f"upstream {self.shown_upstream} did not answer in time ({e})")
+        except UpstreamError as e:
             return await self._failed(call, recorded, 502, "upstream_unreachable",
-                                      f"upstream {self.shown_upstream} is unreachable: {type(e).__name__}: {e}")
+                                      f"upstream {self.shown_upstream} is unreachable: {e}")
         reply_meta: dict[str, Any] = {"status": resp.status_code}
         if resp.status_code >= 400:
             try:
                 content = await resp.aread()
-            except httpx.HTTPError as e:
+            except UpstreamError as e:
                 await resp.aclose()
                 return await self._failed(call, recorded, 502, "upstream_failed", f"reading the upstream's error failed: {e}")
             await resp.aclose()
@@ -339,7 +357,7 @@ class _Proxy:
                        f"{content[:500].decode('utf-8', 'replace')}")
             await self._record_end(call, recorded, None, reply_meta, outcome)
             return Response(content, status_code=resp.status_code, headers=_back_headers(resp))
-        if "text/event-stream" in resp.headers.get("content-type", ""):
+        if "text/event-stream" in resp.header("content-type"):
             if recorded is None:  # streamed although not asked to: the request goes in first
                 recorded = self._submit(self.store.record_request, *call.request)
             await self._settle(recorded, "recording a request")  # in the ledger before any of the reply
@@ -349,10 +367,10 @@ class _Proxy:
             )
         try:
             content = await resp.aread()
-        except httpx.TimeoutException:
+        except UpstreamTimeout:
             await resp.aclose()
             return await self._failed(call, recorded, 504, "upstream_timeout", "the upstream stopped answering mid-reply")
-        except httpx.HTTPError as e:
+        except UpstreamError as e:
             await resp.aclose()
             return await self._failed(call, recorded, 502, "upstream_failed", f"the upstream broke off its reply: {e}")
         await resp.aclose()
@@ -455,21 +473,23 @@ class _Proxy:
             return self.store.follow.rewritten(fp, first_user.parts[0].text, total, alone=len(parsed.messages) - i < 2)
         return None
 
-    async def _send(self, request: Request, body: bytes, *, stream: bool) -> httpx.Response:
+    async def _send(self, request: Request, body: bytes) -> UpstreamResponse:
+        """The upstream's reply to the request, once its status and headers are in."""
         assert self.client is not None
-        req = self.client.build_request(
-            request.method, request.url.path, params=request.url.query or None,
-            headers=_forward_headers(request), content=body,
-        )
-        return await self.client.send(req, stream=stream)
+        scope = request.scope
+        target = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        if scope.get("query_string"):
+            target += "?" + scope["query_string"].decode("latin-1")
+        return await self.client.send(request.method, target, _forward_headers(request), body)
 
-    async def _forward_plain(self, request: Request, body: bytes) -> Response:
+    async def _forward_plain(self, request: Request, body: bytes, sending: asyncio.Future | None = None) -> Response:
+        """Forward unrecorded (``sending``: the call, already on its way)."""
         try:
-            resp = await self._send(request, body, stream=True)
-        except httpx.TimeoutException as e:
-            return _error(504, "upstream_timeout", f"upstream {self.shown_upstream} did not answer in time ({type(e).__name__})")
-        except httpx.HTTPError as e:
-            return _error(502, "upstream_unreachable", f"upstream {self.shown_upstream} is unreachable: {type(e).__name__}: {e}")
+            resp = await (sending if sending is not None else self._send(request, body))
+        except UpstreamTimeout as e:
+            return _error(504, "upstream_timeout", f"upstream {self.shown_upstream} did not answer in time ({e})")
+        except UpstreamError as e:
+            return _error(502, "upstream_unreachable", f"upstream {self.shown_upstream} is unreachable: {e}")
 
         async def relay() -> AsyncIterator[bytes]:
             try:
@@ -486,7 +506,7 @@ class _Proxy:
         await self._record_end(call, recorded, None, {}, (UPSTREAM_ERROR, f"HTTP {status}: {message}"))
         return _error(status, kind, message)
 
-    async def _unreadable(self, request: Request, body: bytes) -> Response:
+    async def _unreadable(self, request: Request, body: bytes, sending: asyncio.Future | None = None) -> Response:
         """A request nested too deep to decode: forwarded unchanged, the session (when the header or
         ``--session`` names it) marked with what was not recorded."""
         self.health.count("unrecordable")
@@ -496,9 +516,9 @@ class _Proxy:
                 f"{request.url.path}: a request nested deeper than the decoder reads was forwarded but not recorded"),
                 NOT_RECORDED))
         log.warning("ctxledger proxy: a request to %s nests JSON too deeply to record; forwarded unrecorded", request.url.path)
-        return await self._forward_plain(request, body)
+        return await self._forward_plain(request, body, sending)
 
-    async def _relay(self, resp: httpx.Response, call: _Call, meta: dict[str, Any], started: float) -> AsyncIterator[bytes]:
+    async def _relay(self, resp: UpstreamResponse, call: _Call, meta: dict[str, Any], started: float) -> AsyncIterator[bytes]:
         """Pass the stream through event by event; record the assembled reply before the final event."""
         name, api = call.name, call.api
         splitter = SSESplitter()
@@ -517,8 +537,8 @@ class _Proxy:
                             out.append(raw)
                     if out:
                         yield b"".join(out)
-            except httpx.HTTPError as e:
-                meta["upstream_error"] = f"{type(e).__name__}: {e}"[:300]
+            except UpstreamError as e:
+                meta["upstream_error"] = str(e)[:300]
             held.append(splitter.rest())
             meta["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
             if not assembler.done:
@@ -580,6 +600,23 @@ def create_app(config: ProxyConfig, open_ledger: Callable[[], Any]) -> Starlette
         Guard, token=config.token, allowed_hosts=config.allowed_hosts, allowed_origins=config.allowed_origins,
         recorded=lambda path: path in CHAT_PATHS, refused=lambda kind: proxy.health.count("refused"),
     )
-    app = Starlette(routes=routes, lifespan=proxy.lifespan, middleware=[guard])
+    app = Starlette(routes=routes, lifespan=proxy.lifespan, middleware=[guard, Middleware(_RecordedCalls, proxy=proxy)])
     app.state.proxy = proxy
     return app
+
+
+class _RecordedCalls:
+    """ASGI middleware behind the guard: a POST to a recorded path goes straight to ``_Proxy.chat``,
+    past Starlette's router and its per-request wrappers (four awaited layers a call); the same
+    handler the route names, so what it answers is unchanged."""
+
+    def __init__(self, app: Any, *, proxy: _Proxy):
+        self.app = app
+        self.proxy = proxy
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in CHAT_PATHS:
+            response = await self.proxy.chat(Request(scope, receive, send))
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

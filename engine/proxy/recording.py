@@ -217,8 +217,12 @@ class StoreWorker:
             if n:
                 said.append(f"{n} {what}")
         latency = meta.get("latency_ms")
-        calls_log.info("%s %s %s: %s%s", api, meta.get("status", "-"), name, ", ".join(said) if got else "not recorded",
-                       f" ({latency:.0f} ms)" if isinstance(latency, (int, float)) else "")
+        args = (api, meta.get("status", "-"), name, ", ".join(said) if got else "not recorded",
+                f" ({latency:.0f} ms)" if isinstance(latency, (int, float)) else "")
+        try:  # written after the call's own store work, which the client is waiting for
+            self._pool.submit(calls_log.info, "%s %s %s: %s%s", *args)
+        except RuntimeError:  # the store thread is shutting down
+            calls_log.info("%s %s %s: %s%s", *args)
 
     def response_owner(self, response_id: str) -> str | None:
         """The session that recorded this Responses API response (a ``previous_response_id``)."""

@@ -116,7 +116,7 @@ def test_the_proxys_compaction_equals_the_imported_one_in_sources_and_summary(se
     assert set(harness) <= after
 
 
-REAL = sorted(Path(__file__).resolve().parents[1].glob("benchmarks/data/real/spotter-*/*.jsonl"))
+REAL = sorted(Path(__file__).resolve().parents[2].glob("benchmarks/data/real/spotter-*/*.jsonl"))
 
 
 @pytest.mark.skipif(len(REAL) < 4, reason="the four real spotter transcripts are not here (git-ignored; see benchmarks/data/real/README.md)")
