@@ -82,10 +82,9 @@ CHECK: dict[str, float] = {}  # label -> CPU seconds of that run spent in the ch
 def run(args: list[str], db: str, cwd: Path, label: str = "", tree: Path = ROOT) -> tuple[float, subprocess.CompletedProcess]:
     """Wall seconds of one ``ctxledger`` process running the code of ``tree``; its CPU seconds go to
     ``CPU[label]`` (the machine is shared, so the CPU time is the steadier measure)."""
-    env = dict(os.environ, PYTHONPATH=str(tree))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     note = cwd / "checker-time.json"
-    env = {**os.environ, "CTXLEDGER_CHECKER_TIME": str(note), "CTXLEDGER_NO_PROGRESS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(tree), "CTXLEDGER_CHECKER_TIME": str(note), "CTXLEDGER_NO_PROGRESS": "1"}
     t = time.perf_counter()
     done = subprocess.run([sys.executable, CHECKER_TIME, "--db", db, *args], cwd=cwd, capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - t

@@ -847,7 +847,7 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
     if kind == "path":
         s = s.rstrip(".,;:")
         b = a + len(s)
-        if s in ("/", "//") or not re.search(r"[A-Za-z]", s.rsplit(".", 1)[0] if "/" not in s else s):
+        if s in ("/", "//") or not _ASCII_LETTER.search(s.rsplit(".", 1)[0] if "/" not in s else s):
             return None
         if _NAME_LIST.fullmatch(s):
             return None  # "Elixir/Phoenix/Ash": names joined by slashes, not a path (its names are checked as names)
@@ -966,7 +966,7 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
             noun = ""
         end = m.end("scale") if m.group("scale") else m.end("num")
         tail = text[end : end + 2]
-        if not m.group("scale") and re.match(r"st|nd|rd|th", tail, _I):
+        if not m.group("scale") and _ORDINAL_SUFFIX.match(tail):
             end += 2
         start = m.start("num")
         weak = value == int(value) and 0 <= value <= 12 and bool(noun) and noun not in _UNIT_WORDS
@@ -1045,6 +1045,8 @@ _COMPOUND_HEADS = frozenset(
 _ID_RANGE = lazy(r"(.*?[.\-_#])(\d+)-(\d+)")
 _UNIT_WORDS = frozenset(_UNITS)
 _ORDINAL = lazy(r"\d+(?:st|nd|rd|th)", _I)
+_ORDINAL_SUFFIX = lazy(r"st|nd|rd|th", _I)
+_ASCII_LETTER = lazy(r"[A-Za-z]")
 _LETTER_DIGIT = lazy(r"[A-Za-z]\d")
 _XX = lazy(r"[1-5]xx", _I)
 _DOTTED_NUMBER = lazy(r"(?:\d+[.-])+\d+")

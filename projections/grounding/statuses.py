@@ -132,6 +132,8 @@ def status_flips(
         said = read.get(key)
         if said is None:
             said = read[key] = []
+            if named.isdisjoint(_entity_keys("", index.per_text[i])):
+                continue  # no sentence of it can name one of the things
             starts = [sp.start for sp in index.per_text[i]]
             for start, sentence in sentences(src.text):
                 # a sentence that names none of the things is not read for statuses (the same verdicts)
