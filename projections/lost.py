@@ -36,7 +36,6 @@ from engine.errors import InvalidInputError, SpanStateError
 from engine.events import Rederived, Rewritten
 from engine.spans import Span
 from projections.buffer import span_from_event
-from projections.grounding.specifics import extract, grams, tokens
 
 if TYPE_CHECKING:
     from engine.reading import LogReader
@@ -134,6 +133,9 @@ def summary_of(reader: LogReader, span_id: str | None = None) -> Span:
 
 def lost(summary: Span, sources: Sequence[Span]) -> LostReport:
     """What ``summary`` (a derived span) dropped of ``sources`` (its observed originals)."""
+    # the extractor loads with the first report (``summary_of`` and the predicates need none of it)
+    from projections.grounding.specifics import extract, grams, tokens
+
     text = summary.text
     flat = _flat(text)
     found = extract(text)
@@ -197,6 +199,8 @@ def _flat(text: str) -> str:
 
 
 def _carried(message: str, summary_grams: set[str], summary_words: set[str]) -> bool:
+    from projections.grounding.specifics import grams, tokens
+
     words = tokens(message)
     if not words:
         return True

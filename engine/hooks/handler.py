@@ -111,7 +111,7 @@ def _summary_findings(session: Any, summary: Any, url: str) -> list[Any]:
     import msgspec
 
     from engine.hooks.state import cache, cached, locked
-    from projections.audit import Finding
+    from projections.finding import Finding  # not the audit's module: a kept audit loads no checker
 
     key = f"audit|{url}|{session.id}"
     with locked(key):  # the second of two racing hooks waits for the first one's audit, then reads it
