@@ -33,15 +33,17 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 import msgspec
 
 from engine.errors import InvalidInputError
-from projections.grounding import GroundingResult
-from projections.grounding.checker import Checker, LexicalChecker, run_checker
-from projections.grounding.evidence import Source, as_sources
+
+if TYPE_CHECKING:  # the checker loads when a result is first computed or read (``lost`` reads none)
+    from projections.grounding import GroundingResult
+    from projections.grounding.checker import Checker
+    from projections.grounding.evidence import Source
 
 __all__ = [
     "GroundingCache",
@@ -72,7 +74,10 @@ _PACK = msgspec.msgpack.Encoder()
 def checker_id(checker: Checker | None) -> str | None:
     """What identifies a checker's results: class, name and version; None for a checker without a
     ``version`` (its results are not cached)."""
-    checker = checker if checker is not None else LexicalChecker()
+    if checker is None:
+        from projections.grounding.checker import LexicalChecker
+
+        checker = LexicalChecker()
     version = getattr(checker, "version", None)
     if not isinstance(version, str) or not version:
         return None
@@ -91,6 +96,8 @@ def _encode(result: GroundingResult) -> bytes:
 
 
 def _decode(data: bytes | str) -> GroundingResult | None:
+    from projections.grounding import GroundingResult
+
     try:
         s = _DECODE.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -123,6 +130,9 @@ class GroundingCache:
         self, session_id: Any, span_id: str, position: int, checker: Checker | None, text: str, sources: Sequence[str | Source]
     ) -> GroundingResult:
         """``run_checker(checker, text, sources)``, computed once per (session, span, position, checker)."""
+        from projections.grounding.checker import run_checker
+        from projections.grounding.evidence import as_sources
+
         cid = checker_id(checker)
         if cid is None:
             return run_checker(checker, text, sources)

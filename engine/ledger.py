@@ -5,9 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 from datetime import datetime
-from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import msgspec
@@ -30,7 +29,9 @@ from engine.tokens import TokenCounter, default_counter
 from engine._store.transfer import import_lines, is_json_text, looks_like_export
 from projections.buffer import BufferState, apply
 from engine.grounding_cache import GroundingCache, open_cache
-from projections.grounding.checker import Checker
+
+if TYPE_CHECKING:
+    from projections.grounding.checker import Checker
 
 __all__ = ["Ledger", "SessionInfo", "DEFAULT_URL", "session_uuid", "IMPORTERS_GROUP"]
 
@@ -116,7 +117,7 @@ class Ledger:
     ) -> Ledger:
         """Open (or create) the store at ``url``. ``checker``: the drift checker for audits and the
         grounding gate (``projections.grounding.checker.Checker``; default the lexical checker)."""
-        if checker is not None and not isinstance(checker, Checker):
+        if checker is not None and not _is_checker(checker):
             raise InvalidInputError(f"checker must have a name and check(summary, sources), not {type(checker).__name__}")
         url = url or os.environ.get("CTXLEDGER_URL") or DEFAULT_URL
         return cls(LogStore.open(url, cipher_key=cipher_key), token_counter or default_counter(), checker)
@@ -357,7 +358,15 @@ def _as_path(source: Any) -> Path:
 
 
 def _importers() -> dict[str, Any]:
+    from importlib.metadata import entry_points  # ~15 ms to import: only where a format is looked up
+
     return {ep.name: ep for ep in entry_points(group=IMPORTERS_GROUP)}
+
+
+def _is_checker(checker: Any) -> bool:
+    from projections.grounding.checker import Checker  # the checker loads with the first one given or used
+
+    return isinstance(checker, Checker)
 
 
 def _registered(format: str) -> Any:

@@ -10,7 +10,7 @@ import contextlib
 import itertools
 from datetime import datetime
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import msgspec
@@ -47,8 +47,9 @@ from engine.spans import OBSERVED_KINDS, ROLES, Provenance, Span, derived_id, or
 from engine._store.log_store import LogStore
 from engine.tokens import TokenCounter
 from projections.buffer import BufferState, apply, span_from_event
-from projections.grounding.checker import Checker, gate_errors
-from projections.grounding.evidence import source_of
+
+if TYPE_CHECKING:  # the checker loads when a session first checks something (a store-only run never does)
+    from projections.grounding.checker import Checker
 
 _force_setattr = msgspec.structs.force_setattr
 _OBSERVED_KINDS = OBSERVED_KINDS
@@ -836,6 +837,9 @@ class Session(_Reader):
     ) -> None:
         """The opt-in grounding gate: refuse (and record) a rewrite that adds unsupported specifics
         (or, with a model-based checker configured, any error-level drift it finds)."""
+        from projections.grounding.checker import gate_errors
+        from projections.grounding.evidence import source_of
+
         findings = gate_errors(self.checker, text, [source_of(s) for s in originals])
         if not findings:
             return

@@ -37,6 +37,7 @@ from engine.events import (
 from engine.spans import Provenance, Span
 from projections.buffer import apply
 from projections.buffer import BufferState
+from projections.finding import Finding
 from projections.grounding import MERGED, GroundingResult, Source
 from projections.grounding.evidence import seen_sources, source_of
 from projections.grounding.checker import LEXICAL, Checker, run_checker
@@ -47,19 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["Finding", "SpanCoverage", "AuditReport", "audit", "grounding", "SEVERITIES"]
 
 SEVERITIES = ("error", "warning", "info")
-
-
-class Finding(msgspec.Struct, frozen=True, kw_only=True):
-    """One thing the audit found. ``value`` is the offending text for grounding findings."""
-
-    kind: str
-    severity: str
-    message: str
-    span_ids: tuple[str, ...] = ()
-    positions: tuple[int, ...] = ()
-    value: str = ""
-    category: str = ""
-    checker: str = ""  # the drift checker that produced a grounding finding ("lexical", "llm:…", "nli:…")
 
 
 class SpanCoverage(msgspec.Struct, frozen=True, kw_only=True):

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -36,7 +36,6 @@ from engine.errors import InvalidInputError, SpanStateError
 from engine.events import Rederived, Rewritten
 from engine.spans import Span
 from projections.buffer import span_from_event
-from projections.grounding.specifics import extract, grams, tokens
 
 if TYPE_CHECKING:
     from engine.reading import LogReader
@@ -134,6 +133,9 @@ def summary_of(reader: LogReader, span_id: str | None = None) -> Span:
 
 def lost(summary: Span, sources: Sequence[Span]) -> LostReport:
     """What ``summary`` (a derived span) dropped of ``sources`` (its observed originals)."""
+    # the extractor loads with the first report (``summary_of`` and the predicates need none of it)
+    from projections.grounding.specifics import extract, grams, tokens
+
     text = summary.text
     flat = _flat(text)
     found = extract(text)
@@ -144,32 +146,43 @@ def lost(summary: Span, sources: Sequence[Span]) -> LostReport:
     # per category: the item's loose form -> (span id, its text, kept)
     buckets: dict[str, dict[str, tuple[str, str, bool]]] = {name: {} for name in CATEGORIES}
 
-    def add(category: str, item: str, span_id: str, kept: bool) -> None:
+    # Each item is judged once, when first seen (the first span that holds it is the one named):
+    # whether it was kept is a search of the whole summary, so it is not repeated for every
+    # mention; and a text already read adds nothing a second time.
+    def add(category: str, item: str, span_id: str, kept: Callable[[str], bool]) -> None:
         key = _flat(item)
-        if key and key not in buckets[category]:
-            buckets[category][key] = (span_id, item, kept)
+        bucket = buckets[category]
+        if key and key not in bucket:
+            bucket[key] = (span_id, item, kept(key))
 
+    def in_summary(key: str) -> bool:
+        return key in flat
+
+    read: set[str] = set()
     for span in sources:
         if span.meta.get("harness"):
             continue
         if user_words(span):
             carried = _carried(span.text, summary_grams, summary_words)
-            add("user_messages", span.text, span.id, carried)
+            add("user_messages", span.text, span.id, lambda _, c=carried: c)
             if is_instruction(span.text):
-                add("instructions", span.text, span.id, carried)
+                add("instructions", span.text, span.id, lambda _, c=carried: c)
         if span.kind == "tool_call":
             command = _command(span.meta.get("arguments"))
             if command:
-                add("commands", command, span.id, _flat(command) in flat)
+                add("commands", command, span.id, in_summary)
         if span.kind == "tool_result" and span.meta.get("is_error"):
             first = next((ln.strip() for ln in span.text.splitlines() if ln.strip()), "")
             if first:
-                add("errors", first, span.id, _flat(first[:120]) in flat)
+                add("errors", first, span.id, lambda _, f=first: _flat(f[:120]) in flat)
+        if span.text in read:
+            continue
+        read.add(span.text)
         for sp in extract(span.text):
             category = "paths" if sp.category == "path" else (
                 "numbers" if sp.category in _NUMBER_KINDS else "ids" if sp.category in _ID_KINDS else "")
             if category and not sp.weak:
-                add(category, sp.text, span.id, sp.key in said or _flat(sp.text) in flat)
+                add(category, sp.text, span.id, lambda key, k=sp.key: k in said or key in flat)
 
     categories = []
     for name in CATEGORIES:
@@ -186,6 +199,8 @@ def _flat(text: str) -> str:
 
 
 def _carried(message: str, summary_grams: set[str], summary_words: set[str]) -> bool:
+    from projections.grounding.specifics import grams, tokens
+
     words = tokens(message)
     if not words:
         return True

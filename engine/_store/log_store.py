@@ -299,7 +299,20 @@ def _check_sqlite_file(path: str) -> None:
             raise StorageError(f"cannot create {path}: directory {p.parent} does not exist")
         return
     try:
-        con = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True)
+        try:
+            con = _read_only(p)
+        except sqlite3.OperationalError as e:
+            # A writer killed mid-transaction (a hook stopped while the store was being created)
+            # leaves a hot journal, which only a writable connection rolls back, as the next
+            # writer would anyway; the read-only check would call the file not SQLite.
+            if "readonly" not in str(e) or not Path(f"{p}-journal").exists():
+                raise
+            writable = sqlite3.connect(f"file:{p.resolve()}?mode=rw", uri=True)
+            try:
+                writable.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()  # the rollback
+            finally:
+                writable.close()
+            con = _read_only(p)
         try:
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if "stored_events" in tables:
@@ -320,6 +333,16 @@ def _check_sqlite_file(path: str) -> None:
             con.close()
     except sqlite3.DatabaseError as e:
         raise NotALedgerError(f"{path} is not a SQLite database ({e})") from None
+
+
+def _read_only(p: Path) -> sqlite3.Connection:
+    con = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True)
+    try:
+        con.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()  # reads page 1: a hot journal fails here
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 class LogStore:

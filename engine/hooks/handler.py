@@ -59,7 +59,6 @@ def _run(agent: str, raw: bytes, db: str | None, budget: int | None) -> Outcome:
     from engine.hooks.record import record
     from engine.hooks.state import default_db_url, ensure_folder, remember
     from engine.ledger import Ledger
-    from projections.lost import summary_of
 
     url = db or os.environ.get("CTXLEDGER_URL") or default_db_url()
     ensure_folder(url)
@@ -71,6 +70,8 @@ def _run(agent: str, raw: bytes, db: str | None, budget: int | None) -> Outcome:
         warning = f"skipped {skipped} malformed transcript line(s)" if skipped else ""
         if event == "PreCompact":
             return Outcome(error=warning, session=session.name)
+        from projections.lost import summary_of  # loads the checker's text tools: not for PreCompact
+
         try:
             summary = summary_of(session)
         except InvalidInputError:
@@ -110,7 +111,7 @@ def _summary_findings(session: Any, summary: Any, url: str) -> list[Any]:
     import msgspec
 
     from engine.hooks.state import cache, cached, locked
-    from projections.audit import Finding
+    from projections.finding import Finding  # not the audit's module: a kept audit loads no checker
 
     key = f"audit|{url}|{session.id}"
     with locked(key):  # the second of two racing hooks waits for the first one's audit, then reads it

@@ -17,8 +17,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import msgspec
-
 from engine.spans import Span, id_ranges
 from projections.lost import is_instruction, user_words
 
@@ -29,20 +27,63 @@ _MAX_STATEMENT = 300
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|\n")
 
 
-class Notice(msgspec.Struct, frozen=True, kw_only=True):
-    text: str
-    tokens: int
-    span_id: str  # the summary the notice is about
-    shown: tuple[str, ...] = ()  # user messages quoted in full
-    recallable: tuple[str, ...] = ()  # user messages named only
-    statements: int = 0  # unsupported statements named
-    budget: int = DEFAULT_BUDGET
+class Notice:
+    """The notice and what went into it. ``tokens`` is counted when first read: the hook itself
+    never reads it (the budget is checked while composing, without a count where the text's length
+    settles it, so a short notice never loads the tokenizer)."""
+
+    __slots__ = ("text", "span_id", "shown", "recallable", "statements", "budget", "_count", "_tokens")
+
+    def __init__(self, *, text: str, span_id: str, count: Any, shown: tuple[str, ...] = (),
+                 recallable: tuple[str, ...] = (), statements: int = 0, budget: int = DEFAULT_BUDGET):
+        self.text = text
+        self.span_id = span_id  # the summary the notice is about
+        self.shown = shown  # user messages quoted in full
+        self.recallable = recallable  # user messages named only
+        self.statements = statements  # unsupported statements named
+        self.budget = budget
+        self._count = count
+        self._tokens: int | None = None
+
+    @property
+    def tokens(self) -> int:
+        if self._tokens is None:
+            self._tokens = self._count(self.text)
+        return self._tokens
+
+    def __repr__(self) -> str:
+        return f"Notice(span_id={self.span_id!r}, shown={self.shown!r}, recallable={self.recallable!r}, statements={self.statements})"
+
+
+class _Costs:
+    """Token counts of the notice's parts, each counted at most once and only when a byte bound does
+    not already settle the comparison (a counter with ``bytes_bound`` never counts more tokens than
+    a text's UTF-8 bytes): every decision is the one exact counts give."""
+
+    def __init__(self, counter: Any):
+        self.counter = counter
+        self.bounded = bool(getattr(counter, "bytes_bound", False))
+        self._exact: dict[str, int] = {}
+
+    def exact(self, text: str) -> int:
+        n = self._exact.get(text)
+        if n is None:
+            n = self._exact[text] = self.counter.count(text)
+        return n
+
+    def upper(self, text: str) -> int:
+        """At least the count: the UTF-8 length where the counter is bounded by it."""
+        return len(text.encode("utf-8", "surrogatepass")) if self.bounded else self.exact(text)
+
+    def fits(self, text: str, limit: int) -> bool:
+        return (self.bounded and self.upper(text) <= limit) or self.exact(text) <= limit
 
 
 def compose(session: Any, summary: Span, report: Any, *, budget: int = DEFAULT_BUDGET, agent: str = "claude-code",
             counter: Any = None) -> Notice:
     """The notice for ``summary`` (a derived span of ``session``) given the session's audit ``report``."""
-    count = (counter or session.counter).count
+    counter = counter or session.counter
+    costs = _Costs(counter)
     originals = session.originals(summary.id)
     said = [s for s in originals if user_words(s)]
     ordered = [s for s in reversed(said) if is_instruction(s.text)] + [s for s in reversed(said) if not is_instruction(s.text)]
@@ -58,7 +99,7 @@ def compose(session: Any, summary: Span, report: Any, *, budget: int = DEFAULT_B
         room = budget // 2
         for i, (statement, whys) in enumerate(statements):
             line = f'- "{statement}": {"; ".join(whys)}'
-            if count("\n".join([*warn_lines, line])) > room:
+            if not costs.fits("\n".join([*warn_lines, line]), room):
                 warn_lines.append(f"- {'and ' if i else ''}{len(statements) - i} {'more ' if i else ''}"
                                   "(ledger_audit lists every finding)")
                 break
@@ -79,27 +120,39 @@ def compose(session: Any, summary: Span, report: Any, *, budget: int = DEFAULT_B
 
     # Greedy, in order, on line counts (a message that does not fit is named; later ones may fit),
     # then checked on the whole text: joining lines can cost a token or two more than their sum.
-    fixed = count(assemble([], ordered))
+    # Each step is decided on the byte bounds while they fit, on exact counts once they do not.
+    fixed = assemble([], ordered)
     quoted: list[Span] = []
-    used = fixed
+    lines: list[str] = []
+    upper_used = costs.upper(fixed)
+    exact_used: int | None = None
     for s in ordered:
-        cost = count(f"- [{s.id}] {s.text}") + 1
-        if used + cost <= budget:
-            quoted.append(s)
-            used += cost
+        line = f"- [{s.id}] {s.text}"
+        upper = costs.upper(line) + 1
+        if upper_used + upper > budget:
+            if exact_used is None:
+                exact_used = costs.exact(fixed) + sum(costs.exact(q) + 1 for q in lines)
+            if exact_used + costs.exact(line) + 1 > budget:
+                continue
+        quoted.append(s)
+        lines.append(line)
+        upper_used += upper
+        if exact_used is not None:
+            exact_used += costs.exact(line) + 1
+
     def rest() -> list[Span]:
         shown = {s.id for s in quoted}
         return [s for s in ordered if s.id not in shown]
 
-    while quoted and count(assemble(quoted, rest())) > budget:
+    while quoted and not costs.fits(assemble(quoted, rest()), budget):
         quoted.pop()
     named = rest()
     text = assemble(quoted, named)
-    if count(text) > budget:  # a budget smaller than the frame itself: the way back, and the count
+    if not costs.fits(text, budget):  # a budget smaller than the frame itself: the way back, and the count
         warn = f" The audit found {len(statements)} unsupported statement(s) in it (ledger_audit)." if statements else ""
         text = f"[ctxledger] Context compacted into {summary.id}.{warn} {tail}"
         quoted, named = [], ordered
-    return Notice(text=text, tokens=count(text), span_id=summary.id, shown=tuple(s.id for s in quoted),
+    return Notice(text=text, count=costs.exact, span_id=summary.id, shown=tuple(s.id for s in quoted),
                   recallable=tuple(s.id for s in named), statements=len(statements), budget=budget)
 
 

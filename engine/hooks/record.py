@@ -33,9 +33,10 @@ def session_name(agent: str, payload: HookInput) -> str | None:
 
 
 def record(ledger: Any, agent: str, payload: HookInput) -> Any:
-    """Import the payload's transcript into ``ledger`` up to its last whole line; the
-    ``ImportResult`` (its ``session`` is the agent session's ledger session)."""
-    from engine.importers import import_path
+    """Import the payload's transcript into ``ledger`` up to its last whole line, with ctxledger's
+    own importer of the agent's format; the ``ImportResult`` (its ``session`` is the agent
+    session's ledger session)."""
+    from engine.importers.registry import builtin
 
     path = Path(payload.transcript_path).expanduser()
     if not path.is_file():
@@ -45,7 +46,7 @@ def record(ledger: Any, agent: str, payload: HookInput) -> Any:
     with locked(key):
         for attempt in range(RETRIES):
             try:
-                return import_path(ledger, path, format=agent, name=name, skip_bad=True)
+                return builtin(agent).run(ledger, path, name=name, skip_bad=True)
             except (ConcurrencyError, DuplicateSessionError) as e:
                 # another writer got there first (no lock on this platform): resume after its checkpoint
                 if attempt == RETRIES - 1 or (isinstance(e, DuplicateSessionError) and "holds" in e.message):

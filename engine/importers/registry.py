@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import functools
 import importlib
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from engine.errors import ImportFormatError, InvalidInputError
 
-__all__ = ["GROUP", "BUILTIN", "importer", "formats", "detect_format", "import_path"]
+__all__ = ["GROUP", "BUILTIN", "importer", "builtin", "formats", "detect_format", "import_path"]
 
 GROUP = "ctxledger.importers"
 BUILTIN = {
@@ -32,7 +31,10 @@ def _load(target: str) -> Any:
 
 @functools.lru_cache(maxsize=1)
 def _registered() -> dict[str, str]:
-    """The entry points (read once per process: scanning installed packages costs ~20 ms)."""
+    """The entry points (read once per process: importing importlib.metadata and scanning the
+    installed packages costs ~20-30 ms)."""
+    from importlib.metadata import entry_points
+
     found = {}
     for ep in entry_points(group=GROUP):
         found[ep.name] = ep.value
@@ -68,6 +70,15 @@ def importer(format: str) -> Any:
         return _load(targets[format])
     except ImportError as e:
         raise InvalidInputError(f"the {format} importer cannot be loaded: {e}") from None
+
+
+def builtin(format: str) -> Any:
+    """The importer ctxledger itself ships for a format, whatever another package registers under
+    its name: what ctxledger's own agent hooks read their agent's transcripts with (without the
+    scan of installed packages that ``importer`` needs)."""
+    if format not in BUILTIN:
+        raise InvalidInputError(f"no built-in importer for {format!r}; built in: {', '.join(BUILTIN)}")
+    return _load(BUILTIN[format])
 
 
 def detect_format(path: Path) -> str:

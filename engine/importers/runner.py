@@ -42,6 +42,7 @@ def run_import(importer: Any, ledger: Ledger, path: Path, *, name: str | None = 
             f"--session names one transcript, but {path} holds {len(sources)} {importer.format} transcripts"
         )
     reports: list[ImportReport] = []
+    written: dict[str, Session] = {}  # the sessions the import wrote through, by name (not read again)
     for source in sources:
         primary = name or str(source)
         try:
@@ -58,11 +59,12 @@ def run_import(importer: Any, ledger: Ledger, path: Path, *, name: str | None = 
             reports.append(ImportReport(format=importer.format, source=str(source), session=primary, error=e.message))
             continue
         reports.extend(r for _, r in done)
+        written.update((session.name, session) for session, _ in done)
     names: list[str] = []
     for r in reports:  # each transcript's session, then its sidechain sessions
         if not r.error:
             names.extend(n for n in (r.sessions or [r.session]) if n not in names)
-    return ImportResult([ledger.session(n) for n in names], reports)
+    return ImportResult([written.get(n) or ledger.session(n) for n in names], reports)
 
 
 def _first_line_hook(hook: Any, source: Path) -> Any:

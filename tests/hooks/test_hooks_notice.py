@@ -66,3 +66,40 @@ def test_any_budget_holds_and_every_user_message_is_shown_or_named(budget):
         for sp in users:
             assert (f"[{sp.id}] {sp.text}" in n.text) == (sp.id in n.shown)
         assert "context_recall" in n.text
+
+
+class _Exact:
+    """The ledger's counter without its byte bound: every comparison is decided on a count."""
+
+    def __init__(self, counter):
+        self.name, self.exact, self.calls, self._count = counter.name, counter.exact, 0, counter.count
+
+    def count(self, text: str) -> int:
+        self.calls += 1
+        return self._count(text)
+
+
+@settings(max_examples=40, deadline=None)
+@given(budget=st.integers(min_value=20, max_value=1_600), long=st.integers(min_value=0, max_value=3))
+def test_the_byte_bound_changes_no_decision(budget, long):
+    """The notice composed on byte bounds where they settle a comparison is the one exact counts give."""
+    with Ledger.open("memory://") as ledger:
+        s = _compacted(ledger)
+        for i in range(long):  # messages longer than the bound lets through uncounted
+            s.observe(f"Keep the retry budget at {i + 3} attempts. " * 40, role="user")
+        d = next(sp for sp in s.spans() if sp.derived)
+        report = s.audit()
+        bounded = compose(s, d, report, budget=budget)
+        exact = compose(s, d, report, budget=budget, counter=_Exact(ledger.counter))
+        assert (bounded.text, bounded.shown, bounded.recallable) == (exact.text, exact.shown, exact.recallable)
+        assert bounded.tokens == ledger.counter.count(bounded.text)
+
+
+def test_a_notice_its_length_proves_within_budget_counts_nothing(mem_ledger):
+    s = _compacted(mem_ledger)
+    d = next(sp for sp in s.spans() if sp.derived)
+    counter = _Exact(mem_ledger.counter)
+    counter.bytes_bound = True  # what BPECounter declares: no more tokens than UTF-8 bytes
+    n = compose(s, d, s.audit(), budget=1_500, counter=counter)
+    assert counter.calls == 0 and len(n.text.encode()) <= 1_500 and n.statements == 1
+    assert n.tokens == mem_ledger.counter.count(n.text) and counter.calls == 1

@@ -61,6 +61,17 @@ def test_each_category_counts_what_the_summary_kept():
         "412" in i.text for i in r.category("numbers").dropped)
 
 
+def test_an_item_mentioned_again_counts_once_and_names_the_first_span():
+    """A source read twice (the same tool output again, a copied message) adds nothing the second
+    time: every item counts once, under the first span that holds it."""
+    again = [_obs(n + 10, s.text, s.role, s.kind, **s.meta) for n, s in enumerate(SOURCES)]
+    summary = _summary("The checkout fix is in tests/test_cart.py.", SOURCES)
+    once, twice = lost(summary, SOURCES), lost(summary, [*SOURCES, *again])
+    for a, b in zip(once.categories, twice.categories):
+        assert (a.name, a.kept, a.total, a.dropped) == (b.name, b.kept, b.total, b.dropped)
+    assert twice.sources == 2 * len(SOURCES)
+
+
 def test_a_summary_that_repeats_everything_keeps_everything_and_an_empty_one_nothing():
     everything = "\n".join(s.text for s in SOURCES) + "\n" + "pytest -q tests/test_cart.py"
     full = lost(_summary(everything, SOURCES), SOURCES)

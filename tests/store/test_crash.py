@@ -149,3 +149,31 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path):
     assert s.position == sizes[-1] + 1 and s.verify().ok
     assert Ledger.open(url, token_counter=EstimateCounter()).session("crashy").rebuild() == s.state
     led.close()
+
+
+_KILLED_MID_CREATE = """
+import os, signal, sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("PRAGMA journal_mode=delete")
+con.execute("PRAGMA cache_size=1")  # pages spill into the file before the commit: the journal is hot
+con.execute("BEGIN")
+con.execute("CREATE TABLE stored_events (originator_id, originator_version, topic, state)")
+con.executemany("INSERT INTO stored_events VALUES (?, ?, ?, ?)", [(b"x" * 16, i, "t", b"y" * 500) for i in range(2000)])
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_store_whose_creator_was_killed_mid_transaction_opens(tmp_path):
+    """A process killed while it created the store (a hook stopped by the agent's timeout) leaves a
+    hot rollback journal; the next open rolls it back, as any writer would, instead of calling the
+    file "not a SQLite database" forever after."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "hooks.db"
+    subprocess.run([sys.executable, "-c", _KILLED_MID_CREATE, str(db)], timeout=60)
+    assert Path(f"{db}-journal").exists()
+    with Ledger.open(f"sqlite:///{db}") as ledger:
+        ledger.create_session("after-the-crash").observe("hello", role="user")
+    with Ledger.open(f"sqlite:///{db}") as ledger:
+        assert [i.name for i in ledger.sessions()] == ["after-the-crash"]

@@ -101,3 +101,14 @@ def test_explicit_token_count_is_validated_and_writes_nothing(mem_ledger):
             s.observe("hello", tokens=bad)
     assert s.position == before
     assert s.observe("hello", tokens=7).tokens == 7
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.characters(blacklist_categories=()), max_size=200) | st.sampled_from(["a\ud800b", "\udfff" * 5, "x \ud83d y"]))
+def test_no_text_counts_more_tokens_than_its_utf8_bytes(text):
+    """``bytes_bound``: what the notice's budget check relies on to skip a count."""
+    for counter in (BPECounter("o200k_base"), BPECounter("cl100k_base"), EstimateCounter(),
+                    EstimateCounter("anthropic-estimate", chars_per_token=3.5)):
+        assert counter.bytes_bound
+        assert counter.count(text) <= len(text.encode("utf-8", "surrogatepass"))
+    assert not EstimateCounter("dense", chars_per_token=0.5).bytes_bound
