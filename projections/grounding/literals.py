@@ -27,6 +27,7 @@ from collections import Counter
 from difflib import SequenceMatcher
 from itertools import accumulate, compress, count
 
+from projections.grounding.arithmetic import observation_arithmetic
 from projections.grounding.conversions import converted, ratio_as_percent, time_in_zone
 from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
@@ -363,8 +364,8 @@ def computed(sp: Specific, text: str, index: SourceIndex) -> str:
         dim, values = sp.value
         v = values[0]
         if dim == "%":
-            return _percentage(v, text, sp, index)
-        return _converted(dim, values, text, sp, index)
+            return _percentage(v, text, sp, index) or observation_arithmetic(sp, text, index)
+        return _converted(dim, values, text, sp, index) or observation_arithmetic(sp, text, index)
     return _arithmetic(float(sp.value), text, sp, index)
 
 
