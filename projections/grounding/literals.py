@@ -27,6 +27,7 @@ from collections import Counter
 from difflib import SequenceMatcher
 from itertools import accumulate, compress, count
 
+from projections.grounding.arithmetic import observation_arithmetic
 from projections.grounding.conversions import converted, ratio_as_percent, time_in_zone
 from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
@@ -123,6 +124,8 @@ def _stated_otherwise(sp: Specific, text: str, index: SourceIndex, found: list[S
         return converted(sp, text, index, found=found, units=units) or ratio_as_percent(sp, text, index)
     if sp.category == "time":
         return time_in_zone(sp, text, index)
+    if sp.category == "host" and _host_port_together(sp.text, index):
+        return True
     if sp.category in ("name", "identifier", "host"):
         if name_stated(sp.text, index) or sp.category == "name" and acronym_stated(sp.text, index):
             return True
@@ -158,6 +161,23 @@ _FILE_POSITION = lazy(r"[\w-]\.[a-z][a-z0-9]{0,5}:(?:\d{1,6}:)?$")
 
 
 _COUNT_COMPOUND = re.compile(r"(\d+(?:\.\d+)?)-([a-z]{3,})")
+
+
+_HOST_PORT = re.compile(r"(.+):(\d{1,5})")
+
+
+def _host_port_together(written: str, index: SourceIndex) -> bool:
+    """``10.8.1.10:6379`` is stated by one observation that gives the host and the port
+    (``14:02:05 10.8.1.10 6379``): the summarizer joined what it printed together."""
+    m = _HOST_PORT.fullmatch(written.lower())
+    if m is None:
+        return False
+    host, port = m.group(1), float(m.group(2))
+    for specs in index.per_text:
+        hosts = {o.text.lower().split(":")[0] for o in specs if o.category == "host"}
+        if host in hosts and any(o.category == "number" and o.value == port for o in specs):
+            return True
+    return False
 
 
 def _count_compound(sp: Specific, index: SourceIndex) -> bool:
@@ -363,8 +383,8 @@ def computed(sp: Specific, text: str, index: SourceIndex) -> str:
         dim, values = sp.value
         v = values[0]
         if dim == "%":
-            return _percentage(v, text, sp, index)
-        return _converted(dim, values, text, sp, index)
+            return _percentage(v, text, sp, index) or observation_arithmetic(sp, text, index)
+        return _converted(dim, values, text, sp, index) or observation_arithmetic(sp, text, index)
     return _arithmetic(float(sp.value), text, sp, index)
 
 

@@ -293,7 +293,7 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
     (
         "datetime",
         _deferred(
-            r"\b(\d{4})-(\d{2})-(\d{2})[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?"
+            r"(?:\b|(?<=_))(\d{4})-(\d{2})-(\d{2})[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?"
             r"(?:\s*(?:Z|UTC|GMT|[+-]\d{2}:?\d{2})\b)?",
             _I,
         ),
@@ -310,9 +310,18 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
     ),
     (
         "isodate",
-        _deferred(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b|\b(\d{4})/(\d{1,2})/(\d{1,2})\b"),
+        _deferred(r"(?:\b|(?<=_))(\d{4})-(\d{1,2})-(\d{1,2})\b|\b(\d{4})/(\d{1,2})/(\d{1,2})\b"),
     ),
     ("slashdate", _deferred(r"\b(\d{1,2})/(\d{1,2})/(\d{2}|\d{4})\b")),
+    # a ctime stamp (``Tue Jun 18 09:05:47 2024``, as date, helm and git print it): one time with its date
+    (
+        "ctime",
+        _deferred(
+            rf"\b(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*,?\s+({_MONTH_RE})\s+(\d{{1,2}})\s+(\d{{1,2}}):(\d{{2}})(?::(\d{{2}}))?"
+            rf"(?:\s+[A-Z]{{3,4}})?\s+(\d{{4}})\b",
+            _I,
+        ),
+    ),
     (
         "textdate",
         _deferred(
@@ -548,6 +557,8 @@ def _wanted(kind: str, text: str, words: set[str], digits: bool) -> bool:
         return not words.isdisjoint(_MONTH_WORDS)
     if kind == "weekday":
         return not words.isdisjoint(_WEEKDAY_WORDS)
+    if kind == "ctime":
+        return digits and not words.isdisjoint(_MONTH_WORDS)
     if kind == "time":
         return digits
     if kind == "code":
@@ -593,7 +604,15 @@ def _candidates(text: str, words: set[str]) -> dict[str, list[int]]:
             kinds = cache[tok] = _token_kinds(tok, months)
         for k in kinds:
             out[k].append(pos)
+        if "_" in tok and "/" not in tok and "\\" not in tok:
+            # a date glued after an underscore (``backfill__2024-06-15T00:00:00``, a run id) is a date
+            for g in _GLUED_DATE.finditer(tok):
+                out["datetime"].append(pos + g.end())
+                out["isodate"].append(pos + g.end())
     return out
+
+
+_GLUED_DATE = lazy(r"_(?=\d{4}-\d\d-\d\d)")
 
 
 # The kinds a token can start depend only on the token (and on whether the text names a month):
@@ -648,6 +667,8 @@ def _token_kinds(tok: str, months: bool) -> tuple[str, ...]:
             kinds.append("textdate")
         if low in _WEEKDAY_WORDS:
             kinds.append("weekday")
+        if months and low in _WEEKDAYS:
+            kinds.append("ctime")
         head = low.split("-")[0]
         if head in _NUMBER_WORDS:
             kinds += ("wordquantity", "numword")
@@ -885,6 +906,11 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
         return Specific("date", s, a, b, (_year(y), mon, d, None))
     if kind == "weekday":
         return Specific("date", s, a, b, (None, None, None, _WEEKDAYS[s.lower()]))
+    if kind == "ctime":
+        mon, d, h, mi, sec, y = m.groups()
+        if not 1 <= int(d) <= 31 or int(h) > 23:
+            return None
+        return Specific("time", s, a, b, ((int(y), _month(mon), int(d)), _time_value(int(h), int(mi), int(sec) if sec else None, None)))
     if kind == "time":
         g = m.groups()
         if g[0] is not None:
