@@ -254,6 +254,10 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
                     out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
                                        f"the summary claims {said!r} but {why}", offset=offset, category=name))
                 continue
+            if name == "commit" and _shown_commit(clause, evidence, ev):
+                continue  # "committed in 5e8d1f0 by ci-bot": the output shows that commit
+            if name == "tests" and _named_test_passed(text, offset, evidence, calls):
+                continue  # "nginx config test passed": grounded by that test's own success output
             if judged is None:
                 judged = _judge([(i, t) for i, t in evidence if any(h in lowered[i] for h in activity.hints)]
                                 if activity.hints else evidence, outcomes)
@@ -296,6 +300,53 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
             out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
                                f"the summary claims {said!r} but {why}", offset=offset, category=name))
     return out
+
+
+# "the config test", "Monthly restore test:": a single check the line names by what it tests (a
+# test suite's parts are plural: "renderer tests", "LiveView tests")
+_NAMED_TEST = lazy(r"\b([A-Za-z][\w-]{2,})\s+test\b(?!s|\s+(?:suite|run|file)s?\b)", _I)
+_SUITE_WORDS = frozenset({"unit", "integration", "the", "this", "that", "each", "every", "one", "new", "full",
+                          "whole", "entire", "first", "last", "same", "failing", "single", "a", "an"})
+_TEST_SUCCESS = lazy(r"\b(?:passed|successful(?:ly)?|succeeded|ok)\b", _I)
+_TEST_FAILURE = lazy(r"\b(?:fail(?:ed|s|ure)?|errors?|aborted)\b", _I)
+# the exit status a command printed ("exit=0", "exit code 1", "exited with 0")
+_EXIT = lazy(r"\bexit(?:ed)?(?:\s+(?:code|status))?\s*(?:[=:]|with)?\s*(\d+)\b", _I)
+
+
+def _named_test_passed(text: str, offset: int, evidence: list[tuple[int, str]], calls: list[tuple[int, str, bool]]) -> bool:
+    """A "test passed" claim on a line that names a single test by what it checks ("nginx config
+    test passed", "Monthly restore test: ... Test passed") is about that test, not the test suite:
+    it holds when an output line names what it checks with a success word ("configuration file ...
+    test is successful"), or a call doing it ("pg_restore") exited 0, and none of them failed."""
+    line = text[text.rfind("\n", 0, offset) + 1 : offset + 12]
+    named = [m.group(1).lower() for m in _NAMED_TEST.finditer(line) if m.group(1).lower() not in _SUITE_WORDS]
+    if not named:
+        return False
+    core = stem(named[-1])
+    shown: list[int] = []
+    for _, t in evidence:
+        for ln in t.split("\n"):
+            if core in ln.lower() and "test" in ln.lower():
+                shown.append(-1 if _TEST_FAILURE.search(ln) else 1 if _TEST_SUCCESS.search(ln) else 0)
+    by_call = {i for i, t, _ in calls if core in t.lower()}
+    for i, t in evidence:
+        if i - 1 in by_call or i in by_call:
+            shown += [1 if m.group(1) == "0" else -1 for m in _EXIT.finditer(t)]
+    return bool(shown) and max(shown) > 0 and min(shown) >= 0
+
+
+# a commit named by its hash: 7 to 40 hex digits with a digit and a letter among them
+_HASH = lazy(r"(?<![\w-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}(?![\w-])")
+
+
+def _shown_commit(clause: str, evidence: list[tuple[int, str]], ev: Evidence) -> bool:
+    """A commit claim that names the commit by its hash ("committed in 5e8d1f0 by ci-bot") is about
+    that commit, not work the session did: a tool output that shows the commit (a log line, a
+    "Commit:" field, a commit's own "[branch 5e8d1f0]") shows it exists."""
+    hashes = _HASH.findall(clause)
+    return bool(hashes) and all(
+        any(ev.sources[i].role == "tool" and re.search(rf"(?<![\w-]){h}[0-9a-f]*(?![\w-])", t) for i, t in evidence)
+        for h in hashes)
 
 
 # a tool's progress line ("Running migration 0042 ...", "==> Deploying cart-api"): the activity under way

@@ -4,8 +4,9 @@ A resumed agent executes what its summary says the user wanted, so "the user ask
 stated in the user's voice: a user message or a command the user typed -- not a tool's output, a
 hook's injected context or the assistant's own plans. The claim is its verb phrase: quotations and parentheses
 inside it cite evidence (an issue title read from a tool, "epic: …") and are checked as literals by
-the ``literal`` rule, not as the user's words. A claim whose words no user message holds is a
-warning (an instruction that appears nowhere); its literals that no source holds at all are errors
+the ``literal`` rule, not as the user's words ("as the user asked" inside a clause points back at
+that clause). A claim whose words no user message holds (a clipped or derived word is the word it
+comes from: "ops" for "operations", "confirm" for "confirmation") is a warning (an instruction that appears nowhere); its literals that no source holds at all are errors
 of the ``literal`` rule.
 """
 
@@ -65,6 +66,7 @@ _PRONOUN_REQUEST = lazy(
     re.IGNORECASE,
 )
 _MARKER_PREFIX = re.compile(r"[\W\d]*")
+_AS_ASKED = re.compile(r"as\s+(?:the\s+)?user\s+\w+", re.IGNORECASE)
 # what makes the user that subject: a heading that lists the user's words ("6. All user messages:"), or
 # an earlier sentence of the same paragraph whose request is the user's ("User asked to …. They also …")
 _USER_HEADING = lazy(r"^[\W\d]*(?:all\s+)?(?:the\s+)?user(?:'s)?\s+(?:messages?|requests?|instructions?|feedback|asks?)\b",
@@ -129,6 +131,12 @@ def _requests(sentence: str, resolved: bool = False) -> list[tuple[re.Match, str
         claim = sentence[m.end() : end].strip(" :,.-")
         if len(claim) < 3 and i == 0:
             claim = sentence[: m.start()].strip(" :,.-")  # "Keep v1 until Friday, as the user asked."
+        elif i == 0 and _AS_ASKED.fullmatch(m.group(0)):
+            # "…, rounded to the nearest hundred as the user asked: EC2 $18,400": inside its clause,
+            # "as the user asked" points back at it ("Recap: as the user asked, web …" opens one)
+            before = sentence[: m.start()]
+            own = before[max(before.rfind(c) for c in ",;:") + 1 :].strip(" :,.-")
+            claim = own if own and not _MARKER_PREFIX.fullmatch(own) else claim
         out.append((m, claim))
     return out
 
@@ -146,7 +154,7 @@ def _judge(sentence: str, offset: int, m: re.Match, claim: str, user_texts: list
     specifics = [sp for sp in extract(request) if not sp.weak and sp.category != "quote"]
     if not words and not specifics:
         return None
-    best = max((len(words & uw) / len(words) for uw in user_words), default=0.0) if words else 1.0
+    best = max((_shared(words, uw) / len(words) for uw in user_words), default=0.0) if words else 1.0
     missing = [sp.text for sp in specifics if user_index is None or not user_index.supports(sp)[0]]
     if best >= INSTRUCTION_SUPPORT and not missing:
         return None
@@ -157,6 +165,24 @@ def _judge(sentence: str, offset: int, m: re.Match, claim: str, user_texts: list
         f"the summary says the user asked for {clip(claim)!r}, which {who} among its sources says{why}",
         offset=offset + m.start(), category="instruction", support=round(best, 2),
     )
+
+
+def _shared(words: set[str], user: set[str]) -> int:
+    """How many of a claim's words the user's message states, a word clipped or derived from
+    another counting as it ("ops" for "operations", "confirm" for "confirmation")."""
+    return sum(1 for w in words if w in user or any(_one_word(w, u) for u in user))
+
+
+def _one_word(a: str, b: str) -> bool:
+    """``a`` and ``b`` are one word: the shorter begins the longer, which is longer by a suffix
+    ("confirm" / "confirmation"), or is its clipped plural ("ops" / "operation", "docs" /
+    "document")."""
+    short, long = sorted((a, b), key=len)
+    if short.isdigit() or len(long) < len(short) + 2:
+        return False
+    if len(short) >= 4 and long.startswith(short):
+        return True
+    return len(short) >= 3 and short.endswith("s") and long.startswith(short[:-1]) and not long.startswith(short)
 
 
 def _quotes_a_user(claim: str, user_texts: list[str]) -> bool:

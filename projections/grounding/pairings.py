@@ -9,7 +9,7 @@ parenthetical); the sources bind two specifics when one unit of evidence states 
 (on one line or a few lines of one text, or one in a tool call and the other in its result: the
 command and the output it printed, ``git commit -m msg`` and the hash it printed). It is a swap
 only when the sources never bind X with v, bind X with another value w of v's kind, AND bind v with
-another thing Y of X's kind. Several figures of one result ("73 tests + 14 doctests", "8 files
+another thing Y of X's kind (an IP address and a DNS name are not one kind of thing). Several figures of one result ("73 tests + 14 doctests", "8 files
 changed, 368 insertions") are such a pairing too: figures with different nouns must come from one
 run. Facts from different sources about the same subject (a migration's id in one, its backfill
 count in another) are no swap: nothing there gives either of them another partner of the same kind.
@@ -94,7 +94,14 @@ def _kind(sp: Specific) -> tuple:
         return ("number", _singular(sp.noun))
     if sp.category == "quantity":
         return ("quantity", sp.value[0])
+    if sp.category == "host":
+        # an address and a DNS name are things of different kinds: a zone serial printed beside a
+        # name server's name is no fact about an IP address
+        return ("host", "address" if _ADDRESS.match(str(sp.value)) else "name")
     return (sp.category,)
+
+
+_ADDRESS = re.compile(r"\[?(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9a-f]*:[0-9a-f:]+)\]?(?::\d+)?$", re.IGNORECASE)
 
 
 def _look_up(sp: Specific) -> object:

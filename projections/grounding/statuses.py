@@ -3,7 +3,8 @@
 "billing-api was not rolled back" when a source says billing-api was rolled back; "the deploy
 succeeded" when the sources say it failed: the sources contradict the summary (an error). Statuses
 are compared only where a source names the same thing with a status of the same family
-(outcome, rollback, restart, merge, approval), with negation applied ("not", "0 failed").
+(outcome, rollback, restart, merge, approval), with negation applied ("not", "0 failed", "ERROR=0":
+a count of zero negates what it counts, but the 0 of "WARN=0 ERROR=1" is WARN's value).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ _STATUS_HINTS = (
     "abort", "brok", "timed", "time", "down", "-> 5", "returned 5", "status 5", "http 5", "roll", "revert",
     "restart", "reboot", "bounce", "merged", "approved",
 )
+_ZERO_BEFORE = re.compile(r"(?<![=:\w])(?:0|zero|no)\s*$", re.I)
+_ZERO_AFTER = re.compile(r"\s*[=:]\s*0(?![\w.])")
 ENTITY_CATEGORIES = ("name", "identifier", "host", "path", "version", "code", "hash", "uuid")
 
 
@@ -56,8 +59,10 @@ def _scan_statuses(clause: str) -> list[tuple[str, int, int]]:
         for m in rx.finditer(clause):
             before = clause[max(0, m.start() - 24) : m.start()]
             neg = bool(_NEGATED.search(before))
-            if family == "outcome" and re.search(r"\b(?:0|zero|no)\s*$", before):
-                neg = not neg  # "0 failed", "no errors"
+            # "0 failed", "no errors", "ERROR=0": a count of zero negates what it counts; the 0 of
+            # "WARN=0 ERROR=1" is WARN's value, not a count of the errors after it
+            if family == "outcome" and (_ZERO_BEFORE.search(before) or _ZERO_AFTER.match(clause, m.end())):
+                neg = not neg
             polarity = -polarity if neg else polarity
             out.append((family, polarity, m.start()))
             if family == "rollback" and polarity > 0:
