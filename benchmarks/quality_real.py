@@ -269,7 +269,7 @@ def heldout2_lines(compactions: list[Compaction], dev_planted: dict, dev_second:
     case ids are printed, never a sentence, a flagged value or a message, so that tuning cannot read the
     cases off this output."""
     hp = evaluate_planted(compactions, real_data.planted_heldout2_cases())
-    lines = ["Held-out planted, set 2 (`benchmarks/data/planted_real_heldout2.jsonl`, written blind by a third author):", ""]
+    lines = ["Held-out planted, set 2 (`benchmarks/data/planted_real_heldout2.jsonl`, written blind by a third author; measured blind once on 2026-12-02, then used for development: no longer blind, see benchmarks/data/real/README.md):", ""]
     lines += _transfer_rows(hp, dev_planted)
     if hp["skipped"]:
         lines.append(f"\n{hp['skipped']} held-out-2 planted cases skipped (their transcript is absent).")
