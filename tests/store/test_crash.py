@@ -27,6 +27,9 @@ def child(url: str, run: int, log_path: str) -> None:
     from engine import EstimateCounter, Ledger
 
     f = open(log_path, "a", encoding="utf-8")
+    # the previous writer may have been killed in the middle of a long line (a large text takes
+    # several write calls): end that line, or this run's first record would be glued to it
+    f.write("\n")
 
     def note(**record) -> None:
         f.write(json.dumps({"run": run, **record}) + "\n")
@@ -75,6 +78,7 @@ def wait_ready(path: Path, run: int, proc) -> None:
             return
         assert proc.is_alive(), f"the writer of run {run} died before it was ready (exit {proc.exitcode})"
         time.sleep(0.01)
+    proc.kill()  # no writer left behind to write for ever
     raise AssertionError(f"the writer of run {run} never became ready")
 
 
