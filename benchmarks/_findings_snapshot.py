@@ -39,6 +39,26 @@ def _dump_list(out, tag: str, findings: list[dict]) -> None:
     out.write(json.dumps({"case": tag, "findings": findings}, sort_keys=True, ensure_ascii=False) + "\n")
 
 
+def _dump_planted(out, prefix: str, cases: list[dict], comps: list) -> None:
+    """Every planted case whose transcript is here, checked against its compaction's sources."""
+    by_path = {c.path: c for c in comps}
+    for case in cases:
+        c = by_path.get(case["transcript"])
+        if c is None:
+            continue
+        try:
+            planted = real_data.plant(c.summary, case)
+        except ValueError:
+            continue
+        _dump(out, f"{prefix}/{case['id']}", check(planted, c.sources, index=c.index))
+
+
+def _dump_second(out, prefix: str, cases: list[dict]) -> None:
+    for case in cases:
+        sources = [Source(s["text"], s.get("role", ""), call=s.get("call", "")) for s in case["sources"]]
+        _dump(out, f"{prefix}/{case['id']}", check(case["summary"], sources))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
@@ -61,20 +81,9 @@ def main() -> None:
             _dump(out, f"real/{c.name}/lexical", run_checker(LEXICAL, c.summary, c.sources))
             _dump_list(out, f"real/{c.name}/gate", gate_findings(c.summary, [s.text for s in c.sources]))
         print(f"real {time.process_time() - t0:.1f}s", flush=True)
-        by_path = {c.path: c for c in comps}
-        for case in real_data.planted_cases():
-            c = by_path.get(case["transcript"])
-            if c is None:
-                continue
-            try:
-                planted = real_data.plant(c.summary, case)
-            except ValueError:
-                continue
-            _dump(out, f"planted/{case['id']}", check(planted, c.sources, index=c.index))
+        _dump_planted(out, "planted", real_data.planted_cases(), comps)
         print(f"planted {time.process_time() - t0:.1f}s", flush=True)
-        for case in real_data.second_author_cases():
-            sources = [Source(s["text"], s.get("role", ""), call=s.get("call", "")) for s in case["sources"]]
-            _dump(out, f"second/{case['id']}", check(case["summary"], sources))
+        _dump_second(out, "second", real_data.second_author_cases())
         print(f"second {time.process_time() - t0:.1f}s", flush=True)
         drift = [json.loads(line) for line in quality.DRIFT.read_text(encoding="utf-8").splitlines() if line.strip()]
         for case in drift:
@@ -91,19 +100,8 @@ def main() -> None:
                                                    lowercase_vocabulary=vocabulary))
             print(f"xsum {time.process_time() - t0:.1f}s", flush=True)
     with (args.out / "heldout.jsonl").open("w", encoding="utf-8") as out:
-        by_path = {c.path: c for c in comps}
-        for case in real_data.planted_heldout_cases():
-            c = by_path.get(case["transcript"])
-            if c is None:
-                continue
-            try:
-                planted = real_data.plant(c.summary, case)
-            except ValueError:
-                continue
-            _dump(out, f"planted-heldout/{case['id']}", check(planted, c.sources, index=c.index))
-        for case in real_data.second_author_heldout_cases():
-            sources = [Source(s["text"], s.get("role", ""), call=s.get("call", "")) for s in case["sources"]]
-            _dump(out, f"second-heldout/{case['id']}", check(case["summary"], sources))
+        _dump_planted(out, "planted-heldout", real_data.planted_heldout_cases(), comps)
+        _dump_second(out, "second-heldout", real_data.second_author_heldout_cases())
     print(f"total {time.process_time() - t0:.1f}s cpu")
 
 

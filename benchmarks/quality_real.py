@@ -265,45 +265,37 @@ def heldout_lines(compactions: list[Compaction], dev_planted: dict, dev_second: 
 
 
 def heldout2_lines(compactions: list[Compaction], dev_planted: dict, dev_second: dict) -> list[str]:
-    """The second held-out sets (written blind by a third author), beside the dev numbers. Only counts and
-    case ids are printed, never a sentence, a flagged value or a message, so that tuning cannot read the
-    cases off this output."""
-    hp = evaluate_planted(compactions, real_data.planted_heldout2_cases())
-    lines = ["Held-out planted, set 2 (`benchmarks/data/planted_real_heldout2.jsonl`, written blind by a third author; measured blind once on 2026-12-02, then used for development: no longer blind, see benchmarks/data/real/README.md):", ""]
-    lines += _transfer_rows(hp, dev_planted)
-    if hp["skipped"]:
-        lines.append(f"\n{hp['skipped']} held-out-2 planted cases skipped (their transcript is absent).")
-    lines += ["", "Held-out-2 misses (ids only): " + (", ".join(hp["missed_ids"]) or "none"), ""]
-    hs = evaluate_second_author(real_data.second_author_heldout2_cases())
-    flagged = sum(v[0] for v in hs["per_style"].values())
-    dev_flagged = sum(v[0] for v in dev_second["per_style"].values())
-    lines += [f"Held-out second author, set 2: {hs['n']} faithful summaries in {len(hs['per_style'])} styles "
-              f"(`benchmarks/data/second_author_heldout2.jsonl`); **false alarms {flagged} of {hs['n']} "
-              f"({flagged / max(hs['n'], 1):.1%}; dev {dev_flagged / max(dev_second['n'], 1):.1%}; target <= 2%)**.", "",
-              "| style | cases | false alarms |", "| --- | ---: | ---: |"]
-    for style, (f, n) in sorted(hs["per_style"].items()):
-        lines.append(f"| {style} | {n} | {f} |")
-    lines += ["", "Held-out-2 false alarms (ids only): " + (", ".join(sorted(hs["loud"])) or "none"), ""]
-    return lines
+    """The second held-out sets (written blind by a third author, then used for development)."""
+    return _ids_only_lines(
+        2, "written blind by a third author; measured blind once on 2026-12-02, then used for development: "
+        "no longer blind, see benchmarks/data/real/README.md", real_data.planted_heldout2_cases(),
+        real_data.second_author_heldout2_cases(), compactions, dev_planted, dev_second)
 
 
 def heldout3_lines(compactions: list[Compaction], dev_planted: dict, dev_second: dict) -> list[str]:
-    """The third held-out sets (written blind by a fourth author), beside the dev numbers. As for set 2, only
-    counts and case ids are printed, never a sentence, a flagged value or a message."""
-    hp = evaluate_planted(compactions, real_data.planted_heldout3_cases())
-    lines = ["Held-out planted, set 3 (`benchmarks/data/planted_real_heldout3.jsonl`, written blind by a fourth author):", ""]
+    """The third held-out sets (written blind by a fourth author)."""
+    return _ids_only_lines(3, "written blind by a fourth author", real_data.planted_heldout3_cases(),
+                           real_data.second_author_heldout3_cases(), compactions, dev_planted, dev_second)
+
+
+def _ids_only_lines(number: int, provenance: str, planted: list[dict], second: list[dict],
+                    compactions: list[Compaction], dev_planted: dict, dev_second: dict) -> list[str]:
+    """Held-out set ``number`` beside the dev numbers. Only counts and case ids are printed, never a
+    sentence, a flagged value or a message, so that tuning cannot read the cases off this output."""
+    hp = evaluate_planted(compactions, planted)
+    lines = [f"Held-out planted, set {number} (`benchmarks/data/planted_real_heldout{number}.jsonl`, {provenance}):", ""]
     lines += _transfer_rows(hp, dev_planted)
     if hp["skipped"]:
-        lines.append(f"\n{hp['skipped']} held-out-3 planted cases skipped (their transcript is absent).")
-    lines += ["", "Held-out-3 misses (ids only): " + (", ".join(hp["missed_ids"]) or "none"), ""]
-    hs = evaluate_second_author(real_data.second_author_heldout3_cases())
+        lines.append(f"\n{hp['skipped']} held-out-{number} planted cases skipped (their transcript is absent).")
+    lines += ["", f"Held-out-{number} misses (ids only): " + (", ".join(hp["missed_ids"]) or "none"), ""]
+    hs = evaluate_second_author(second)
     flagged = sum(v[0] for v in hs["per_style"].values())
     dev_flagged = sum(v[0] for v in dev_second["per_style"].values())
-    lines += [f"Held-out second author, set 3: {hs['n']} faithful summaries in {len(hs['per_style'])} styles "
-              f"(`benchmarks/data/second_author_heldout3.jsonl`); **false alarms {flagged} of {hs['n']} "
+    lines += [f"Held-out second author, set {number}: {hs['n']} faithful summaries in {len(hs['per_style'])} styles "
+              f"(`benchmarks/data/second_author_heldout{number}.jsonl`); **false alarms {flagged} of {hs['n']} "
               f"({flagged / max(hs['n'], 1):.1%}; dev {dev_flagged / max(dev_second['n'], 1):.1%}; target <= 2%)**.", "",
               "| style | cases | false alarms |", "| --- | ---: | ---: |"]
     for style, (f, n) in sorted(hs["per_style"].items()):
         lines.append(f"| {style} | {n} | {f} |")
-    lines += ["", "Held-out-3 false alarms (ids only): " + (", ".join(sorted(hs["loud"])) or "none"), ""]
+    lines += ["", f"Held-out-{number} false alarms (ids only): " + (", ".join(sorted(hs["loud"])) or "none"), ""]
     return lines
