@@ -28,10 +28,12 @@ from difflib import SequenceMatcher
 from itertools import accumulate, compress, count
 
 from projections.grounding.arithmetic import observation_arithmetic
+from projections.grounding.chance import singles_out
 from projections.grounding.conversions import converted, ratio_as_percent, time_in_zone
 from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
 from projections.grounding.names import acronym_stated, name_stated
+from projections.grounding.restated import Figures, cited_steps, derived, restated
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import SourceIndex, Specific, parse_number, tokens
 from projections.grounding.text import at_line_position
@@ -43,6 +45,7 @@ UNSUPPORTED = "unsupported-specific"
 NEAR_QUOTE = "near-quote"
 NEAR_QUOTE_RATIO = 0.9  # a quote this close to source words (by character edits) is a near-quote, not an invention
 
+_FIGURES = ("number", "quantity")
 _CATEGORY_WORDS = {
     "time": "time", "date": "date", "quantity": "quantity", "number": "number", "version": "version",
     "uuid": "UUID", "hash": "hash", "code": "code", "identifier": "identifier", "path": "path",
@@ -66,6 +69,7 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
     for each source, the sources of its unit of evidence)."""
     out: list[GroundingFinding] = []
     seen: set[str] = set()
+    figures: Figures | None = None  # built on first need
     n_sources = len(index.texts)
     # a quoted pattern (`00-<32hex>-<16hex>-01`) is checked whole: the figures inside it are its own
     patterns = [(sp.start, sp.end) for sp in found if sp.category == "quote" and _PLACEHOLDER.search(sp.text)]
@@ -73,8 +77,22 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
         if patterns and sp.category != "quote" and any(a <= sp.start and sp.end <= b for a, b in patterns):
             continue
         ok, near = index.supports(sp)
-        if ok or _stated_otherwise(sp, text, index, found, units):
+        # a measure ("4.6 s", "1.4 MB", "87%") no source states in its dimension: the digits alone, or
+        # a derivation found by search, must single it out (``chance``). A count ("23 tests") may be
+        # the summarizer's own counting and a bare figure's digits are its literal: not probed.
+        loose = sp.category == "quantity" and not sp.weak and not index.states_literally(sp)
+        if ok and loose and not singles_out(sp, lambda p: index.supports(p)[0]):
+            ok = False  # its digits occur, as most figures' around it do: chance, no statement of it
+        if ok:
             continue
+        if _stated_otherwise(sp, text, index, found, units) and not (
+            loose and not singles_out(sp, lambda p: _stated_otherwise(p, text, index, found, units))
+        ):
+            continue
+        if sp.category in _FIGURES and not sp.weak and not (sp.noun and near):  # near: the count was altered
+            figures = figures or Figures.of(index)
+            if restated(sp, figures) and singles_out(sp, lambda p: restated(p, figures)):
+                continue
         if sp.key in seen:
             continue
         seen.add(sp.key)
@@ -88,6 +106,11 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
         severity = _severity(sp, near)
         altered = sp.category == "number" and sp.noun and near and not _REMAINDER.search(text[max(0, sp.start - 16) : sp.start])
         how = computed(sp, text, index) if severity != "info" and not altered else ""
+        if not how and severity != "info" and not altered and sp.category in _FIGURES:
+            figures = figures or Figures.of(index)
+            cited = cited_steps(text, sp)
+            if derived(sp, figures, cited) and singles_out(sp, lambda p: derived(p, figures, cited)):
+                how = "one step of arithmetic over two figures the sources state"
         if how:
             severity = "info"  # the summarizer's arithmetic, which no source prints: cannot be verified
         what = _CATEGORY_WORDS.get(sp.category, sp.category)

@@ -1,7 +1,8 @@
 """The literal rule's arithmetic principle (projections/grounding/arithmetic.py): a quantity that is
 the sum, difference, column total, share or change of same-dimension quantities ONE observation
 states, or the time between two of its timestamps, is computed (info) to the precision written; the
-same figure off by more, or from quantities of different observations, stays an error."""
+same figure off by more stays an error. One step over figures of different observations counts only
+where the sources state few figures and the step singles the figure out (restated.py, chance.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from projections.grounding import Source, check
 from projections.grounding.arithmetic import MAX_FIGURES
+from projections.grounding.restated import PAIR_BUDGET
 
 LOUD = ("error", "warning")
 
@@ -29,9 +31,20 @@ def test_a_difference_of_two_sizes_one_listing_prints_is_computed(before: int, a
     assert _loud(f"The image shrank by {diff + 7} MiB.", listing) == [f"{diff + 7} MiB"]
 
 
-def test_the_operands_must_be_stated_together() -> None:
-    # the same two sizes in two observations: no arithmetic over the session
-    assert _loud("The image shrank by 898 MB.", "latest 1210MB", "slim 312MB") == ["898 MB"]
+def test_operands_of_two_observations_count_only_where_few_figures_are_stated() -> None:
+    # the same two sizes in two observations: one step of arithmetic over the sources' figures,
+    # searched only while they state few (projections/grounding/restated.py, PAIR_BUDGET)
+    assert _loud("The image shrank by 898 MB.", "latest 1210MB", "slim 312MB") == []
+    assert _loud("The image shrank by 899 MB.", "latest 1210MB", "slim 312MB") == ["899 MB"]
+    crowded = [f"layer {i}: {1000 + 97 * i} bytes" for i in range(PAIR_BUDGET)]
+    assert _loud("The image shrank by 898 MB.", "latest 1210MB", "slim 312MB", *crowded) == ["898 MB"]
+
+
+def test_a_derivation_most_neighbouring_figures_also_find_is_chance() -> None:
+    # figures 1..12 of one small table: nearly every small ratio is one step from some pair
+    table = " ".join(str(i) for i in range(1, 13))
+    assert _loud("Errors fell by 2.7 times.", table) == ["2.7"]
+    assert _loud("Errors fell by 2.7 times.", "before 1841", "after 682") == []
 
 
 def test_a_change_as_a_percentage_to_the_precision_written() -> None:
