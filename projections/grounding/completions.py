@@ -164,7 +164,8 @@ ACTIVITIES: dict[str, Activity] = {
         hints=("verif", "confirm", "check", "test", "exercis", "smoke"),
     ),
     "build": Activity(
-        re.compile(r"\bbuild\b[^.;\n]{0,40}?\b(?:completed?|finished|succeeded|passe[sd]|is\s+green|successful|clean)\b|\bcompiles?\s+(?:cleanly|successfully)\b|\bcompiled\s+(?:cleanly|successfully)\b", _I),
+        re.compile(r"\bbuild\b[^.;\n]{0,40}?\b(?:completed?|finished|succeeded|passe[sd]|is\s+green|successful|clean)\b|\bcompiles?\s+(?:cleanly|successfully|again)\b|\bcompiled\s+(?:cleanly|successfully)\b|"
+                   r"\b(?:compil\w*|bundles?)\b[^.;\n]{0,60}?\b(?:is|are|both|came\s+back)\s+(?:\w+\s+)?(?:green|clean)\b", _I),
         re.compile(r"\bbuild|\bcompil", _I),
         (
             (lazy(r"\bbuild\s+(?:failed|error)|\bcompilation\s+(?:error|failed)|^error(?:\[E\d+\])?:\s|\*\*\s*\(CompileError\)", _M), -1),
@@ -173,6 +174,35 @@ ACTIVITIES: dict[str, Activity] = {
         hints=("build", "compil", "finished", "error"),
     ),
 }
+
+
+
+def _static_check(tool: str) -> Activity:
+    """A static check's verdict ("dialyzer is green again", "credo came back clean"), judged like
+    tests by the last run of that check: a verdict counts for the check named before it in its
+    output, up to the next check's section (``[DIALYZER]`` after ``[CREDO]`` in a pre-commit run);
+    a hook report of failed sections that does not list the check shows it passed."""
+    name = re.escape(tool)
+    scope = rf"(?is)\b{name}\b(?:(?!\[[A-Z]{{3,}}\]).){{0,3000}}?"
+    return Activity(
+        re.compile(rf"\b{name}\b[^.;\n]{{0,60}}?\b(?:is|are|was|were|came\s+back|comes?\s+back|both|all|now)\s+(?:\w+\s+)?"
+                   r"(?:green|clean|happy|passe[sd]|passing)\b", _I),
+        re.compile(rf"\b{name}\b", _I),
+        (
+            (lazy(scope + r"(?:Total\s+errors:\s+[1-9]|\bfound\s+[1-9]\d*\s+[a-z ]{0,30}?(?:issues?|warnings?|errors?|problems?|opportunit(?:y|ies)|suggestions?)\b|"
+                  r"\b[1-9]\d*\s+(?:problems?|errors?)\b|done\s+\(warnings\s+were\s+emitted\))"), -1),
+            (lazy(scope + r"(?:\bfound\s+no\s+(?:issues|errors|problems)\b|done\s+\(passed\s+successfully\)|Total\s+errors:\s+0\b|"
+                  r"\bno\s+issues\s+found\b|\bAll\s+checks\s+passed\b|\bSuccess:\s+no\s+issues\b|\b0\s+(?:errors|problems|issues)\b)"), 1),
+            # a hook's report lists the checks that failed, each under its [SECTION]: one that runs
+            # and does not list this check shows it passed
+            (lazy(rf"(?is)\A(?=.{{0,200}}?validation\s+failed)(?=.{{0,400}}?\[[A-Z]{{3,}}\])(?!.*\[{name}\])"), 1),
+        ),
+        hints=(tool, "validation failed"),  # every outcome names the check or is such a report
+    )
+
+
+for _tool in ("dialyzer", "credo", "eslint", "mypy", "ruff", "flake8", "pylint", "clippy", "tsc", "rubocop", "golangci-lint"):
+    ACTIVITIES[f"{_tool} check"] = _static_check(_tool)
 
 # the words that name an activity or its outcome: not what a claim is about
 _ACTIVITY_WORDS = re.compile(r"\b(?:merged?|pushed|committed|deployed|released|published|closed|opened|tests?|pass(?:es|ed|ing)?|"
@@ -379,7 +409,7 @@ def _calls(ev: Evidence) -> list[tuple[int, str, bool]]:
     return out
 
 
-_AFTER_CHANGES = re.compile(r"\bafterwards?\b|\bafter\s+(?:these|those|all\s+(?:the\s+|these\s+)?|the\s+above|my|our)\s*(?:\w+\s+)?(?:edits?|changes?|fix(?:es)?|updates?)\b|\bagain\b", _I)
+_AFTER_CHANGES = re.compile(r"\bafterwards?\b|\b(?:after|on|with)\s+(?:these|those|all\s+(?:the\s+|these\s+)?|the\s+above|my|our)\s*(?:\w+\s+)?(?:edits?|changes?|fix(?:es)?|updates?)\b|\bagain\b", _I)
 # "Ran `mix compile`", "re-ran `pytest -x`": the command quoted is the trace to look for
 _RAN = re.compile(r"\b(?:ran|re-?ran|executed|running)\s+`([^`\n]{3,80})`", _I)
 
