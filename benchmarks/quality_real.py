@@ -16,7 +16,8 @@ sources is what a re-import of the planted transcript would audit.
   held-out misses are printed, so that tuning does not read the held-out sentences off this table.
   A third author wrote a second pair of held-out sets (``*_heldout2.jsonl``) without running the checker;
   for those only counts and the ids of misses and false alarms are printed. A fourth author wrote a third
-  pair (``*_heldout3.jsonl``) the same way; it is reported the same way (counts and ids only).
+  pair (``*_heldout3.jsonl``) the same way; it is reported the same way (counts and ids only), though it too
+  has since been used for development (see ``benchmarks/data/real/README.md``).
 """
 
 from __future__ import annotations
@@ -273,8 +274,9 @@ def heldout2_lines(compactions: list[Compaction], dev_planted: dict, dev_second:
 
 
 def heldout3_lines(compactions: list[Compaction], dev_planted: dict, dev_second: dict) -> list[str]:
-    """The third held-out sets (written blind by a fourth author)."""
-    return _ids_only_lines(3, "written blind by a fourth author", real_data.planted_heldout3_cases(),
+    """The third held-out sets (written blind by a fourth author, then used for development)."""
+    return _ids_only_lines(3, "written blind by a fourth author; measured blind on 2026-12-02, then used for development: "
+                           "no longer blind, see benchmarks/data/real/README.md", real_data.planted_heldout3_cases(),
                            real_data.second_author_heldout3_cases(), compactions, dev_planted, dev_second)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
+from projections.grounding.conversions import precision
 from projections.grounding.specifics import Specific
 
 __all__ = ["NEIGHBOURS", "CHANCE", "neighbours", "singles_out", "written_figure"]
@@ -29,26 +30,18 @@ _FIGURE = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
 
 
 def written_figure(sp: Specific) -> tuple[float, int, float] | None:
-    """(the figure as written, its decimals, its step) of a number or quantity, None without digits."""
+    """(the figure as written, its decimals, its step: ``conversions.precision``) of a number or
+    quantity, None without digits."""
     m = _FIGURE.search(sp.text)
     if m is None:
         return None
     digits = m.group(0).replace(",", "")
-    if "." in digits:
-        decimals = len(digits.split(".", 1)[1])
-        return float(digits), decimals, 10.0 ** -decimals
-    whole = digits.lstrip("0") or "0"
-    zeros = len(whole) - len(whole.rstrip("0")) if whole != "0" else 0
-    # a round figure is written to its last non-zero digit ("140" to tens, "5,000" to thousands)
-    return float(digits), 0, 10.0 ** min(zeros, len(whole) - 1)
+    decimals = len(digits.split(".", 1)[1]) if "." in digits else 0
+    return float(digits), decimals, precision(m.group(0))
 
 
 def _same_step(figure: float, decimals: int, step: float) -> bool:
-    if decimals:
-        return True
-    whole = f"{figure:.0f}"
-    zeros = len(whole) - len(whole.rstrip("0"))
-    return 10.0 ** min(zeros, len(whole) - 1) == step
+    return bool(decimals) or precision(f"{figure:.0f}") == step
 
 
 def neighbours(sp: Specific) -> Iterator[Specific]:
@@ -86,9 +79,8 @@ def singles_out(sp: Specific, test: Callable[[Specific], object]) -> bool:
     """Does ``test`` (which ``sp`` passes) fail for all but a chance share of ``sp``'s neighbours?
     A figure without digits to vary ("twenty minutes") is not probed: True."""
     allowed = int(NEIGHBOURS * CHANCE)
-    passed = probed = 0
+    passed = 0
     for probe in neighbours(sp):
-        probed += 1
         if test(probe):
             passed += 1
             if passed > allowed:

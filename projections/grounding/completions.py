@@ -176,7 +176,6 @@ ACTIVITIES: dict[str, Activity] = {
 }
 
 
-
 def _static_check(tool: str) -> Activity:
     """A static check's verdict ("dialyzer is green again", "credo came back clean"), judged like
     tests by the last run of that check: a verdict counts for the check named before it in its

@@ -33,7 +33,7 @@ from projections.grounding.conversions import converted, ratio_as_percent, time_
 from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
 from projections.grounding.names import acronym_stated, name_stated
-from projections.grounding.restated import Figures, cited_steps, derived, restated
+from projections.grounding.restated import Figures, cited_steps, derived, restated, rounded_in_dimension
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import SourceIndex, Specific, parse_number, tokens
 from projections.grounding.text import at_line_position
@@ -81,6 +81,9 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
         # a derivation found by search, must single it out (``chance``). A count ("23 tests") may be
         # the summarizer's own counting and a bare figure's digits are its literal: not probed.
         loose = sp.category == "quantity" and not sp.weak and not index.states_literally(sp)
+        if loose:
+            figures = figures or Figures.of(index)
+            loose = not rounded_in_dimension(sp, figures)
         if ok and loose and not singles_out(sp, lambda p: index.supports(p)[0]):
             ok = False  # its digits occur, as most figures' around it do: chance, no statement of it
         if ok:

@@ -28,7 +28,7 @@ from projections.grounding.chance import written_figure
 from projections.grounding.conversions import FINE, precision, reading
 from projections.grounding.specifics import SourceIndex, Specific
 
-__all__ = ["Figures", "PAIR_BUDGET", "cited_steps", "derived", "restated"]
+__all__ = ["Figures", "PAIR_BUDGET", "cited_steps", "derived", "restated", "rounded_in_dimension"]
 
 PAIR_BUDGET = 40  # distinct source figures beyond which one-step arithmetic is not searched
 
@@ -103,12 +103,10 @@ def restated(sp: Specific, figures: Figures) -> bool:
     written, step, factors = how
     if not written or step / 2 > FINE * written:
         return False
+    if rounded_in_dimension(sp, figures, hedged=True):
+        return True  # a quantity of the dimension, rounded ("131.02 kB" as "131 kB")
     dim = sp.value[0]
     lo, hi = _window(written, step, sp.hedge)
-    stated = figures.by_dim.get(dim, ())
-    for f in factors:
-        if _any_in(stated, lo * f, hi * f):
-            return True  # a quantity of the dimension, rounded ("131.02 kB" as "131 kB")
     if _any_in(figures.bare, lo, hi):
         return True  # a bare figure in the summary's unit ("ttl: 300" as "300 s")
     if dim in _BASE_UNIT_DIMS:
@@ -118,6 +116,20 @@ def restated(sp: Specific, figures: Figures) -> bool:
     if dim == "%" and _any_in(figures.bare, lo / 100, hi / 100) and hi / 100 < 1:
         return True  # a printed fraction as a percentage (0.0031 as "0.31%")
     return False
+
+
+def rounded_in_dimension(sp: Specific, figures: Figures, *, hedged: bool = False) -> bool:
+    """Does a source state a quantity of ``sp``'s dimension that rounds to it as written, at any
+    precision ("131 kB" for "131.02 kB", "1.2 s" for "1,187 ms")? That is the literal in another
+    written form, so its match is not probed for chance (``literals``). ``hedged``: "over" and
+    "under" open their side as well (a search, probed by the caller)."""
+    how = reading(sp) if sp.category == "quantity" else None
+    if how is None or not how[0]:
+        return False
+    written, step, factors = how
+    lo, hi = _window(written, step, sp.hedge if hedged else "")
+    stated = figures.by_dim.get(sp.value[0], ())
+    return any(_any_in(stated, lo * f, hi * f) for f in factors)
 
 
 _PARAGRAPH_FIGURE = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])\d+(?:\.\d+)?(?![\w])")

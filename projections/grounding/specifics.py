@@ -1482,20 +1482,14 @@ class SourceIndex:
     def states_literally(self, sp: Specific) -> bool:
         """Does a source state the figure ``sp`` with what it counts or measures: a number with the
         same noun after it ("23 tests"), a quantity of the same dimension and value ("4.6 s" for
-        "4600 ms")? A figure without a noun or unit has nothing to be stated with: False."""
+        "4600 ms")? A figure without a noun or unit has nothing to be stated with: False. Rounded
+        forms: ``restated.rounded_in_dimension``."""
         if sp.category == "number":
             return bool(sp.noun) and sp.value in self.noun_numbers.get(_singular(sp.noun), ())
         if sp.category == "quantity":
             dim, values = sp.value
             stated = self.quantities.get(dim, set())
-            if any(v in stated for v in values):
-                return True
-            # rounded to the precision written: "131 kB" for "131.02 kB", "1.2 s" for "1,187 ms"
-            first = _first_number(sp.text)
-            if not stated or not first:
-                return False
-            half = _precision(sp.text) / 2 * (1 + 1e-9)
-            return any(abs(o - v) <= half * v / first for v in values for o in stated)
+            return any(v in stated for v in values)
         return False
 
     def _s_number(self, sp: Specific) -> bool:
