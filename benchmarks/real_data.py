@@ -27,6 +27,9 @@ Four sets, all plain JSON under ``benchmarks/data/``:
   held-out files (60 planted cases, 2 of each kind per real summary, constraints, deadlines and passive
   completions among them; 40 faithful summaries in ten more styles, several with 15 or more sources, mixed
   toolchains and figures restated in another form).
+- ``planted_real_heldout4.jsonl`` and ``second_author_heldout4.jsonl``: a fourth pair, written blind by a fifth
+  and a sixth author on the same terms (60 planted cases; 40 faithful summaries in ten styles no other set has,
+  among them the shapes Claude Code's ``/compact``, Codex's handoff and OpenHands' condenser write).
 
 Transcripts fetched from public repositories are not committed here (only the shared one travels with the
 project); a manifest entry whose file is absent reports ``present: False`` and the callers skip it.
@@ -34,6 +37,7 @@ project); a manifest entry whose file is absent reports ``present: False`` and t
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 from pathlib import Path
@@ -50,6 +54,8 @@ PLANTED_HELDOUT2 = DATA / "planted_real_heldout2.jsonl"
 SECOND_AUTHOR_HELDOUT2 = DATA / "second_author_heldout2.jsonl"
 PLANTED_HELDOUT3 = DATA / "planted_real_heldout3.jsonl"
 SECOND_AUTHOR_HELDOUT3 = DATA / "second_author_heldout3.jsonl"
+PLANTED_HELDOUT4 = DATA / "planted_real_heldout4.jsonl"
+SECOND_AUTHOR_HELDOUT4 = DATA / "second_author_heldout4.jsonl"
 
 PLANTED_KINDS = (
     "invented-quote",
@@ -69,12 +75,14 @@ __all__ = [
     "planted_cases",
     "planted_heldout2_cases",
     "planted_heldout3_cases",
+    "planted_heldout4_cases",
     "planted_heldout_cases",
     "real_transcripts",
     "resolve",
     "second_author_cases",
     "second_author_heldout2_cases",
     "second_author_heldout3_cases",
+    "second_author_heldout4_cases",
     "second_author_heldout_cases",
     "seen_literals",
     "seen_text",
@@ -148,6 +156,15 @@ def second_author_heldout3_cases() -> list[dict]:
     return _jsonl(SECOND_AUTHOR_HELDOUT3)
 
 
+def planted_heldout4_cases() -> list[dict]:
+    return _jsonl(PLANTED_HELDOUT4)
+
+
+def second_author_heldout4_cases() -> list[dict]:
+    """Empty until the fifth author's faithful summaries are written."""
+    return _jsonl(SECOND_AUTHOR_HELDOUT4) if SECOND_AUTHOR_HELDOUT4.exists() else []
+
+
 def summary_text(path: str, compaction_line: int) -> str:
     """The text of the ``isCompactSummary`` line that follows the boundary at ``compaction_line``
     (1-based), exactly as the transcript stores it."""
@@ -201,32 +218,18 @@ def _main() -> None:
     for t in real_transcripts():
         print(f"{t['name']:<22} present={t['present']!s:<5} compactions={len(t['compactions'])} {t['path']}")
     print(f"labelled compactions: {len(labels())}, claims: {sum(len(v['claims']) for v in labels().values())}")
-    kinds: dict[str, int] = {}
-    for case in planted_cases():
-        kinds[case["kind"]] = kinds.get(case["kind"], 0) + 1
-    print("planted:", ", ".join(f"{k} {kinds.get(k, 0)}" for k in PLANTED_KINDS))
-    print("second-author cases:", len(second_author_cases()))
-    kinds = {}
-    for case in planted_heldout_cases():
-        kinds[case["kind"]] = kinds.get(case["kind"], 0) + 1
-    print("held-out planted:", ", ".join(f"{k} {kinds.get(k, 0)}" for k in PLANTED_KINDS))
-    print("held-out second-author cases:", len(second_author_heldout_cases()))
-    kinds = {}
-    for case in planted_heldout2_cases():
-        kinds[case["kind"]] = kinds.get(case["kind"], 0) + 1
-    print("held-out-2 planted:", ", ".join(f"{k} {kinds.get(k, 0)}" for k in PLANTED_KINDS))
-    styles: dict[str, int] = {}
-    for case in second_author_heldout2_cases():
-        styles[case["style"]] = styles.get(case["style"], 0) + 1
-    print(f"held-out-2 second-author cases: {sum(styles.values())} in {len(styles)} styles")
-    kinds = {}
-    for case in planted_heldout3_cases():
-        kinds[case["kind"]] = kinds.get(case["kind"], 0) + 1
-    print("held-out-3 planted:", ", ".join(f"{k} {kinds.get(k, 0)}" for k in PLANTED_KINDS))
-    styles = {}
-    for case in second_author_heldout3_cases():
-        styles[case["style"]] = styles.get(case["style"], 0) + 1
-    print(f"held-out-3 second-author cases: {sum(styles.values())} in {len(styles)} styles")
+    sets = [
+        ("", planted_cases, second_author_cases),
+        ("held-out ", planted_heldout_cases, second_author_heldout_cases),
+        ("held-out-2 ", planted_heldout2_cases, second_author_heldout2_cases),
+        ("held-out-3 ", planted_heldout3_cases, second_author_heldout3_cases),
+        ("held-out-4 ", planted_heldout4_cases, second_author_heldout4_cases),
+    ]
+    for name, planted, second in sets:
+        kinds = collections.Counter(case["kind"] for case in planted())
+        print(f"{name}planted:", ", ".join(f"{k} {kinds[k]}" for k in PLANTED_KINDS))
+        styles = collections.Counter(case["style"] for case in second())
+        print(f"{name}second-author cases: {sum(styles.values())} in {len(styles)} styles")
 
 
 if __name__ == "__main__":

@@ -37,10 +37,11 @@ from dataclasses import dataclass
 
 from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
-from projections.grounding.phases import action_of, head_task, phases_of
+from projections.grounding.phases import action_of, head_ids, head_task, phases_of
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import tokens
 from projections.grounding.text import STOP_WORDS, sentences, stem
+from projections.grounding.vocabulary import known_words
 
 __all__ = ["UNSUPPORTED_COMPLETION", "completions", "ACTIVITIES"]
 
@@ -74,7 +75,9 @@ ACTIVITIES: dict[str, Activity] = {
         re.compile(r"\b(?:all\s+)?(?:the\s+)?(?:unit\s+|integration\s+)?tests?(?:\s+suite)?\s+(?:now\s+|all\s+)?(?:pass(?:es|ed|ing)?|(?:are|is)\s+(?:green|passing))\b|"
                    r"\btests?\b[^.;:\n]{0,50}?\b(?:are|were|is|was|have\s+been|has\s+been)\s+(?:\w+\s+){0,3}?(?:and\s+)?(?:pass(?:es|ed|ing)?)\b|"
                    r"\b(?:ran|re-?ran)\s+(?:the\s+)?(?:full\s+|whole\s+|entire\s+)?(?:test\s+)?suite\b|"
-                   r"\btest\s+suite\s+is\s+green\b|\bCI\s+is\s+green\b", _I),
+                   r"\btest\s+suite\s+is\s+green\b|\bCI\s+is\s+green\b|"
+                   r"\b(?:full|whole|entire|complete)\s+(?:test\s+)?suite\b[^.;\n]{0,30}?\b(?:pass(?:es|ed)?|green|passing)\b|"
+                   r"\b(?:full|whole|entire|complete)\s+`[^`\n]{2,40}`\s+run\s+(?:is\s+|was\s+|came\s+back\s+)?(?:green|passe[sd]|clean)\b", _I),
         re.compile(r"\btests?\b|\bpytest\b|\bjest\b|\bvitest\b|\brspec\b|\bunittest\b|\bspec\b", _I),
         (
             (lazy(r"\b[1-9]\d*[ \t]+(?:failed|failures?|errors?)\b|(?-i:\bFAILED\b)|\btests?\s+failed\b|(?-i:^FAIL\b)", _M), -1),
@@ -144,7 +147,7 @@ ACTIVITIES: dict[str, Activity] = {
         hints=("pull", "pr", "merg"),
     ),
     "close": Activity(
-        lazy(r"\b(?:is|was|were|are|been|got)\s+(?:now\s+|also\s+|already\s+)?(?:finished\s+and\s+)?closed\b|\bclosed\s+(?:it|the\s+(?:task|bead|issue|ticket|epic)|task|bead|issue|ticket|epic)\b", _I),
+        lazy(r"\b(?:is|was|were|are|been|got)\s+(?:now\s+|also\s+|already\s+)?(?:\w+(?:ed|en)\s+and\s+)?closed\b|\bclosed\s+(?:it|the\s+(?:task|bead|issue|ticket|epic)|task|bead|issue|ticket|epic)\b", _I),
         lazy(r"\bclos(?:e|ed|es|ing)\b", _I),
         (
             (lazy(r"\b(?:cannot|can't|failed\s+to|could\s+not|unable\s+to)\s+close\b", _M), -1),
@@ -257,7 +260,8 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
     shows (warning), or shows without an outcome (information)."""
     text = ev.text
     claimed = [(name, a) for name, a in ACTIVITIES.items() if a.claim.search(text)]
-    if not claimed and not _RAN.search(text) and not _ADDED.search(text):
+    if not claimed and not _RAN.search(text) and not _BY_MEANS.search(text) and not _ADDED.search(text) and not _INTO.search(text) \
+            and not _TESTS_WRITTEN.search(text):
         return []
     plans = _plan_sections(text)
     conversation = [(i, ev.sources[i]) for i in ev.conversation]
@@ -268,7 +272,7 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
     calls = _calls(ev)
     lowered = {i: t.lower() for i, t in evidence}
     last_change = max((i for i, _, change in calls if change), default=None)
-    out: list[GroundingFinding] = _commands_run(text, plans, calls, last_change)
+    out: list[GroundingFinding] = _commands_run(ev, plans, calls, last_change)
     out += _file_changes(ev, plans, calls)
     for name, activity in claimed:
         # a source line that itself says it was done ("deployed cart-api v2.1.0 to prod") is an outcome too
@@ -276,6 +280,9 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
         judged: list | None = None  # what each source shows of it (``_judge``), once
         for offset, said, clause in _claims(text, activity.claim, plans):
             subjects = _subjects(clause)
+            if activity.subject and not subjects:
+                # "- spotter-4te.4: ... (it was closed)": the list item's task is what was closed
+                subjects = head_ids(text[text.rfind("\n", 0, offset) + 1 : offset])
             if activity.subject and subjects:
                 verdict = _about(subjects, name, activity, outcomes, [t for _, t in evidence])
                 if verdict is not None:
@@ -305,8 +312,15 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
             if _AFTER_CHANGES.search(clause) and last_change is not None:
                 since, worked, where = last_change + 1, None, " after the last file change"
 
+            # "the full suite passed": only a run of the whole suite shows it (not one of named files,
+            # nor the model's own remark that tests pass)
+            narrowed = _narrowed_units(ev, calls) if name == "tests" and _WHOLE_SUITE.search(clause) else None
+            if narrowed is not None:
+                where += " over the whole suite (every test run here names its files)"
+
             def within(i: int) -> bool:
-                return (since is None or i >= since) and (worked is None or i in worked)
+                return ((since is None or i >= since) and (worked is None or i in worked)
+                        and (narrowed is None or (ev.command_unit_of[i] not in narrowed and ev.sources[i].role != "assistant")))
 
             words = _words(_ACTIVITY_WORDS.sub(" ", clause))
             scope = [(v, figs) for i, verdict, at, figs, said in judged if within(i)
@@ -321,7 +335,7 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
             if verdicts:
                 which = "last outcome" if state else "every outcome"
                 severity, why = "error", f"the conversation's {which} of the {name}{where} is a failure"
-            elif any(activity.mention.search(t) for i, t, _ in calls if within(i)) or any(
+            elif any((_TEST_RUN if narrowed is not None else activity.mention).search(t) for i, t, _ in calls if within(i)) or any(
                     _under_way(t, activity) for i, t in evidence if ev.sources[i].role == "tool" and within(i)):
                 severity, why = "info", f"the conversation runs the {name}{where} but shows no outcome of it (cannot be verified)"
             else:
@@ -335,7 +349,9 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
 # test suite's parts are plural: "renderer tests", "LiveView tests")
 _NAMED_TEST = lazy(r"\b([A-Za-z][\w-]{2,})\s+test\b(?!s|\s+(?:suite|run|file)s?\b)", _I)
 _SUITE_WORDS = frozenset({"unit", "integration", "the", "this", "that", "each", "every", "one", "new", "full",
-                          "whole", "entire", "first", "last", "same", "failing", "single", "a", "an"})
+                          "whole", "entire", "first", "last", "same", "failing", "single", "a", "an",
+                          # a runner's own command ("`mix test`", "npm test") names the suite, not one test
+                          "mix", "npm", "yarn", "pnpm", "bun", "deno", "go", "cargo", "dotnet", "make", "rake"})
 _TEST_SUCCESS = lazy(r"\b(?:passed|successful(?:ly)?|succeeded|ok)\b", _I)
 _TEST_FAILURE = lazy(r"\b(?:fail(?:ed|s|ure)?|errors?|aborted)\b", _I)
 # the exit status a command printed ("exit=0", "exit code 1", "exited with 0")
@@ -362,6 +378,22 @@ def _named_test_passed(text: str, offset: int, evidence: list[tuple[int, str]], 
         if i - 1 in by_call or i in by_call:
             shown += [1 if m.group(1) == "0" else -1 for m in _EXIT.finditer(t)]
     return bool(shown) and max(shown) > 0 and min(shown) >= 0
+
+
+_WHOLE_SUITE = lazy(r"\b(?:full|whole|entire|complete)\s+(?:test\s+)?(?:suite|`[^`\n]{2,40}`\s+run)\b", _I)
+# a test run narrowed to named files, tests or patterns ("mix test test/a_test.exs", "pytest -k parser",
+# "go test -run TestX"): what it prints is no verdict on the whole suite
+_TEST_RUN = lazy(r"(?:^|\"command\":\s*\"|&&|;|\||\$)\s*(?:[A-Z_]+=\S*\s+)*(?:(?:bundle|poetry|uv|npx|pnpm)\s+(?:exec\s+|run\s+)?)?\b(?:mix\s+test|pytest|jest|vitest|rspec|go\s+test|cargo\s+test|(?:npm|yarn|pnpm)\s+(?:run\s+)?test|phpunit|unittest)\b([^|;&\n\"]*)", _I)
+_NARROWING = lazy(r"(?:^|\s)(?:\S*/)?\S+[_.](?:test|spec)s?\.\w+\b|(?:^|\s)(?:test|tests|spec)/\S+|::|(?:^|\s)(?:-k|-t|-run|--only|--grep|--testNamePattern|-m)\s", _I)
+
+
+def _narrowed_units(ev: Evidence, calls: list[tuple[int, str, bool]]) -> set[int] | None:
+    """The units (a call with its result) of test runs narrowed to named files or tests; None when
+    calls cannot be told apart (no ids), so nothing can be said about which run was the suite."""
+    if not any(ev.sources[i].call for i, _, _ in calls):
+        return None
+    return {ev.command_unit_of[i] for i, t, _ in calls
+            if (m := _TEST_RUN.search(t)) and _NARROWING.search(m.group(1))}
 
 
 # a commit named by its hash: 7 to 40 hex digits with a digit and a letter among them
@@ -411,26 +443,87 @@ def _calls(ev: Evidence) -> list[tuple[int, str, bool]]:
 _AFTER_CHANGES = re.compile(r"\bafterwards?\b|\b(?:after|on|with)\s+(?:these|those|all\s+(?:the\s+|these\s+)?|the\s+above|my|our)\s*(?:\w+\s+)?(?:edits?|changes?|fix(?:es)?|updates?)\b|\bagain\b", _I)
 # "Ran `mix compile`", "re-ran `pytest -x`": the command quoted is the trace to look for
 _RAN = re.compile(r"\b(?:ran|re-?ran|executed|running)\s+`([^`\n]{3,80})`", _I)
+# "went in with `git commit --no-verify`", "was reverted via `git revert 1a2b3c4`": done by that command
+_BY_MEANS = re.compile(r"\b(?:\w+ed|went\s+in|ran|done)\s+(?:\w+\s+){0,3}?(?:with|via|using|through)\s+`([^`\n]{3,80})`", _I)
+# the program a shell command runs: its first word, and the first word after each && ; |
+_PROGRAM = re.compile(r"(?:^|&&|;|\||\"command\":\s*\")\s*([A-Za-z][\w.-]*)")
 
 
-def _commands_run(text: str, plans: list[tuple[int, int]], calls: list[tuple[int, str, bool]], last_change: int | None) -> list[GroundingFinding]:
-    """A claim that a quoted command ran ("Ran `mix compile`") needs a tool call that runs it (after
-    the last file change, when the claim says "afterwards"): a warning when none does."""
+def _programs(call: str) -> set[str]:
+    return {m.group(1) for m in _PROGRAM.finditer(call)}
+
+
+def _commands_run(ev: Evidence, plans: list[tuple[int, int]], calls: list[tuple[int, str, bool]], last_change: int | None) -> list[GroundingFinding]:
+    """A claim that a quoted command ran ("Ran `mix compile`", "went in with `git commit --no-verify`")
+    needs a tool call that runs it (after the last file change, when the claim says "afterwards"): a
+    warning when none does. A command named as the means of done work counts only when its program is
+    one the session's calls run (`pool_size: 10` in "configured with `pool_size: 10`" is no command),
+    and claims the command worked: when every run of it ended in a failure of what it does (the
+    commit's hook failed), an error."""
+    text = ev.text
     out: list[GroundingFinding] = []
-    for offset, said, clause in _claims(text, _RAN, plans):
-        command = _RAN.search(said).group(1).strip()
+    programs = {p for _, t, _ in calls for p in _programs(t)}
+    ran = [(o, s, c, _RAN.search(s).group(1).strip(), False) for o, s, c in _claims(text, _RAN, plans)]
+    ran += [(o, s, c, cmd, True) for o, s, c in _claims(text, _BY_MEANS, plans)
+            for cmd in [_BY_MEANS.search(s).group(1).strip()] if " " in cmd and cmd.split()[0] in programs]
+    for offset, said, clause, command, means in ran:
         since = last_change + 1 if _AFTER_CHANGES.search(clause) and last_change is not None else None
-        if any(command in t for i, t, _ in calls if since is None or i >= since):
+        runs = [i for i, t, _ in calls if (since is None or i >= since) and (command in t or command in t.replace('\\"', '"'))]
+        if runs and not (means and all(_run_failed(ev, i, command) for i in runs)):
             continue
         where = " after the last file change" if since is not None else ""
-        out.append(finding("completion", UNSUPPORTED_COMPLETION, "warning", said,
-                           f"the summary claims {said!r} but no tool call{where} runs {command!r}",
-                           offset=offset, category="command"))
+        severity, why = ("error", f"every run of {command!r} failed") if runs else ("warning", f"no tool call{where} runs {command!r}")
+        out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
+                           f"the summary claims {said!r} but {why}", offset=offset, category="command"))
     return out
+
+
+def _run_failed(ev: Evidence, call: int, command: str) -> bool:
+    """The result of the tool call at ``call`` ends in a failure of an activity the command performs
+    (a commit whose hook failed, a push that was rejected)."""
+    unit = ev.command_unit_of[call]
+    result = "\n".join(s.text for j, s in enumerate(ev.sources) if s.role == "tool" and ev.command_unit_of[j] == unit)
+    verdicts = [o[1] for a in ACTIVITIES.values() if a.outcomes and a.mention.search(command)
+                for o in [_outcome(result, a.outcomes)] if o is not None]
+    return bool(verdicts) and max(verdicts) < 0
 
 
 # "added `ignore_warnings` to mix.exs": a literal written into a named file
 _ADDED = re.compile(r"\b(?:add(?:ed|ing)|insert(?:ed|ing)|put(?:ting)?)\s+`([^`\n]{2,120})`\s+(?:to|in|into)\s+`?((?:[\w.-]+/)*[\w-]+\.[A-Za-z]{1,5})\b", _I)
+
+
+# "the CSS went into `priv/static/assets/spotter.css`", "was added to mix.exs": a change of that file
+_PATH = (r"`?((?:[\w.-]+/)*[\w-]+\.(?-i:ex|exs|eex|heex|py|pyi|js|mjs|cjs|ts|tsx|jsx|vue|svelte|css|scss|html|md|json|ya?ml|"
+         r"toml|ini|cfg|conf|rb|go|rs|java|kt|swift|c|h|cpp|hpp|cs|php|sh|sql|txt|lock|env|xml|gradle|tf|hcl))\b(?![\w/(])")
+_INTO = re.compile(rf"\b(?:went|goes|go)\s+into\s+{_PATH}|\b(?:added|written|appended|moved)\s+(?:it\s+|them\s+)?(?:to|into)\s+{_PATH}", _I)
+_SHELL_WRITE = re.compile(r"\bsed\s+-i|(?<![\d&>])>>?\s*(?!&)[\w./~$\"']|\btee\b|\bgit\s+(?:apply|checkout|restore|mv)\b|\bpatch\b|\b(?:mv|cp)\s", _I)
+
+
+_TESTS_WRITTEN = re.compile(
+    r"\btests?\b(?:\s+(?:for|of|covering|on)\s+[^.;:\n]{1,60}?)?\s+(?:(?:are|were|was|is|have\s+been|has\s+been)\s+(?:already\s+|also\s+|now\s+)?)?"
+    r"(?:written|added|created)\b|\b(?:wrote|added|created)\s+(?:(?!(?:to|in|into|the)\b)\w+\s+){0,3}?tests?\b(?![./\w])", _I)
+_WRITING = re.compile(r"\b(?:wr[io]te|written|added|created|for|of|covering|describes?|cases?)\b", _I)
+# a test file's path: under test/ tests/ spec/ __tests__/, or named *_test.* *.test.* *_spec.* test_*.*
+_TEST_FILE = re.compile(r"(?:^|[\s\"'/])(?:tests?|spec|__tests__)/|[\w-](?:_test|\.test|_spec|\.spec)\.\w+|(?:^|/)test_\w+\.\w+", _I)
+
+
+_FROM_REFERENCE = re.compile(r"\b(?:after|before|during|alongside|once|since|until|like|than|following)\b.*", _I | re.S)
+_PATHLIKE = re.compile(r"[\w.-]*/[\w./-]+")
+
+
+def _covered(clause: str, calls: list[tuple[int, str, bool]]) -> set[str]:
+    """The words of a tests-written claim that name what the tests cover: a word English does not
+    have (``LiveView``, ``PubSub``), or one a path the session touched uses ("renderer" of
+    ``transcript_renderer.ex``); "comprehensive", "new", "more" describe the tests, they name nothing.
+    A test file covers the claim when it holds every such word."""
+    clause = _FROM_REFERENCE.sub(" ", clause)  # "written during spotter-fum.1": when, not what
+    raw = [t for t in tokens(_ACTIVITY_WORDS.sub(" ", _WRITING.sub(" ", clause)))
+           if len(t) >= 3 and t not in STOP_WORDS and not t.isdigit()]
+    if not raw:
+        return set()
+    paths = " ".join(m.group(0) for _, t, _ in calls for m in _PATHLIKE.finditer(t)).casefold()
+    english = known_words()
+    return {stem(t) for t in raw if t not in english or t in paths}
 
 
 def _file_changes(ev: Evidence, plans: list[tuple[int, int]], calls: list[tuple[int, str, bool]]) -> list[GroundingFinding]:
@@ -440,7 +533,26 @@ def _file_changes(ev: Evidence, plans: list[tuple[int, int]], calls: list[tuple[
     if not ev.roles_known or not any(s.call for s in ev.sources):
         return []  # an edit cannot be told from any other line
     changes = [ev.sources[i].text for i, _, change in calls if change]
+    # a shell command that writes a file ("sed -i ... f.css", "cat >> f.css", "git apply") changes it too
+    shell = [t for _, t, change in calls if not change and _SHELL_WRITE.search(t)]
     out: list[GroundingFinding] = []
+    tests_changed = [t for t in changes + shell if _TEST_FILE.search(t)]
+    for offset, said, clause in _claims(ev.text, _TESTS_WRITTEN, plans):
+        # "renderer tests were written", "added LiveView tests for the badges": a test file changed
+        # whose name or written text shares a word with what the tests are said to cover
+        words = _covered(clause, calls)
+        if any(not words or all(w in t.casefold() for w in words) for t in tests_changed):
+            continue
+        why = "no tool call changes a test file" if not tests_changed else "no test file that changes covers it"
+        out.append(finding("completion", UNSUPPORTED_COMPLETION, "warning", said,
+                           f"the summary claims {said!r} but {why}", offset=offset, category="tests written"))
+    for offset, said, clause in _claims(ev.text, _INTO, plans):
+        name = next(g for g in _INTO.search(said).groups() if g)
+        if any(_writes(call, name, "") for call in changes) or any(name in t for t in shell):
+            continue
+        out.append(finding("completion", UNSUPPORTED_COMPLETION, "warning", said,
+                           f"the summary claims {said!r} but no tool call changes {name}",
+                           offset=offset, category="file change"))
     for offset, said, clause in _claims(ev.text, _ADDED, plans):
         m = _ADDED.search(said)
         literal, name = m.group(1).strip(), m.group(2)
@@ -517,8 +629,14 @@ _FIGURE = lazy(r"(?<![\w.])\d+(?:[.,]\d+)?(?![\w.])")
 _SUBJECT = lazy(r"(?<![\w.#/-])(?:[A-Za-z][\w]*(?:[-_.][\w]+)+|#\d+)(?![\w-])")
 
 
+# "closed right after spotter-4te.3", "written during spotter-fum.1", "alongside gqc.5": a thing named
+# as a point in time or a comparison is not what the claim is about
+_REFERENCE_POINT = lazy(r"\b(?:after|before|during|alongside|once|since|until|like|than|following|as\s+(?:with|in|for))\s+(?:the\s+)?(?:\w+\s+)?$", _I)
+
+
 def _subjects(clause: str) -> list[str]:
-    return [m.group(0).rstrip(".") for m in _SUBJECT.finditer(clause) if any(c.isdigit() or c in "-_#" for c in m.group(0))]
+    return [m.group(0).rstrip(".") for m in _SUBJECT.finditer(clause) if any(c.isdigit() or c in "-_#" for c in m.group(0))
+            and not _REFERENCE_POINT.search(clause[max(0, m.start() - 40) : m.start()])]
 
 
 def _names(line: str, subject: str, within_id: bool = False) -> bool:

@@ -8,6 +8,7 @@ these two things together?" ask it of units, not of spans.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -22,6 +23,10 @@ USER_HARNESS = frozenset({"command-name", "command-args", "command-message", "ba
 # Harness text that tells the model what to do (the compaction prompt, the pointer after a summary,
 # the caveat before a local command): it describes work, it is no evidence that anything was done.
 DESCRIPTIVE_HARNESS = frozenset({"compaction-prompt", "compact-trailer", "local-command-caveat"})
+
+
+# a harness that runs a command in the background prints the id its output is retrieved by
+_BACKGROUND_ID = re.compile(r"\b(?:running in background|background) with ID:?\s*([A-Za-z0-9_-]{5,})", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +123,25 @@ class Evidence:
         for u, members in enumerate(self.units):
             for i in members:
                 owner[i] = u
+        return owner
+
+    @cached_property
+    def command_unit_of(self) -> list[int]:
+        """``unit_of``, with a command run in the background joined to the call that retrieved its
+        output (the later call that names the task id the first one's result printed): one command,
+        one result, however many calls it took to read it."""
+        owner = list(self.unit_of)
+        started: dict[str, int] = {}
+        for i, src in enumerate(self.sources):
+            if src.role == "tool":
+                for m in _BACKGROUND_ID.finditer(src.text):
+                    started.setdefault(m.group(1), owner[i])
+            elif src.call and started:
+                for task, u in started.items():
+                    if task in src.text and owner[i] != u:
+                        old = owner[i]
+                        owner = [u if o == old else o for o in owner]
+                        break
         return owner
 
     @cached_property

@@ -127,29 +127,6 @@ def _matches(summary: Specific, source: Specific) -> bool:
     return True
 
 
-# a harness that runs a command in the background prints the id its output is retrieved by
-_BACKGROUND_ID = re.compile(r"\b(?:running in background|background) with ID:?\s*([A-Za-z0-9_-]{5,})", re.I)
-
-
-def _joined_units(ev: Evidence) -> list[int]:
-    """``ev.unit_of``, with a command run in the background joined to the call that retrieved its
-    output (the later call that names the task id the first one's result printed): one command,
-    one result, however many calls it took to read it."""
-    owner = list(ev.unit_of)
-    started: dict[str, int] = {}
-    for i, src in enumerate(ev.sources):
-        if src.role == "tool":
-            for m in _BACKGROUND_ID.finditer(src.text):
-                started.setdefault(m.group(1), owner[i])
-        elif src.call and started:
-            for task, u in started.items():
-                if task in src.text and owner[i] != u:
-                    old = owner[i]
-                    owner = [u if o == old else o for o in owner]
-                    break
-    return owner
-
-
 _NEWLINE = re.compile("\n")
 _CLAUSE_CUT = re.compile(r"[,;:()\[\]—–]|\s(?:and|but|while|then|with|via|by|from|in|after|before)\s|\.\s")
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
@@ -194,7 +171,7 @@ class _Pairs:
     def __init__(self, ev: Evidence):
         index = ev.index
         self.calls = tuple(s.call for s in ev.sources)
-        self.unit_of = _joined_units(ev)
+        self.unit_of = ev.command_unit_of
         self.texts = index.texts
         self.by_key: dict[object, list[_Sighting]] = {}
         self.in_unit: dict[int, list[_Sighting]] = {}

@@ -147,6 +147,12 @@ def phases_of(ev) -> Phases:
 _HEAD = re.compile(r"^[^:(\n—]{0,60}")
 
 
+def head_ids(line: str) -> list[str]:
+    """The task-like ids a line's head names ("- spotter-4te.4: Enable ..." names spotter-4te.4)."""
+    m = _HEAD.match(line)
+    return [t.group(0) for t in TASK_ID.finditer(m.group(0))] if m else []
+
+
 def head_task(phases: Phases, line: str) -> str | None:
     """The one task a line's head names (the subject of a list item), if any."""
     m = _HEAD.match(line)

@@ -196,8 +196,15 @@ SECOND_HELDOUT2 = real_data.second_author_heldout2_cases()
 # The third held-out pair, written blind by a fourth author; the same checks again.
 PLANTED_HELDOUT3 = real_data.planted_heldout3_cases()
 SECOND_HELDOUT3 = real_data.second_author_heldout3_cases()
-PLANTED_SETS = {"heldout": PLANTED_HELDOUT, "heldout2": PLANTED_HELDOUT2, "heldout3": PLANTED_HELDOUT3}
-SECOND_SETS = {"heldout": SECOND_HELDOUT, "heldout2": SECOND_HELDOUT2, "heldout3": SECOND_HELDOUT3}
+# The fourth held-out pair, written blind by a fifth and a sixth author.
+PLANTED_HELDOUT4 = real_data.planted_heldout4_cases()
+SECOND_HELDOUT4 = real_data.second_author_heldout4_cases()
+PLANTED_SETS = {
+    "heldout": PLANTED_HELDOUT, "heldout2": PLANTED_HELDOUT2, "heldout3": PLANTED_HELDOUT3, "heldout4": PLANTED_HELDOUT4,
+}
+SECOND_SETS = {
+    "heldout": SECOND_HELDOUT, "heldout2": SECOND_HELDOUT2, "heldout3": SECOND_HELDOUT3, "heldout4": SECOND_HELDOUT4,
+}
 LITERAL_KINDS = ("invented-quote", "invented-number", "invented-id")
 
 
@@ -301,7 +308,7 @@ def test_heldout_second_author_cases_are_complete_and_in_new_styles(name):
         assert not open_calls, f"{case['id']}: a call without its result"
 
 
-@pytest.mark.parametrize("case", SECOND_HELDOUT + SECOND_HELDOUT2 + SECOND_HELDOUT3, ids=lambda c: c["id"])
+@pytest.mark.parametrize("case", [c for cases in SECOND_SETS.values() for c in cases], ids=lambda c: c["id"])
 def test_heldout_second_author_quotes_code_and_ids_come_from_a_source(case):
     """A cheap floor under "faithful": what the summary puts in backticks or double quotes, and every
     hex id, occurs verbatim in one of its sources (numbers may be converted or rounded, so they are
