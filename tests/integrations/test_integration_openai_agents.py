@@ -576,18 +576,26 @@ def test_openai_responses_compaction_session_over_ledger_session_is_a_recorded_r
     ledger = Ledger.open(f"sqlite:///{tmp_path / 'agents.db'}", token_counter=EstimateCounter())
     underlying = LedgerSession("support-compacted", ledger=ledger)
     fake = FakeUpstream()
+
+    async def scenario(origin: str) -> list[str]:
+        # one event loop for the whole story, and the client closed in it: a client left open is
+        # closed by the garbage collector later, inside some other test's loop
+        async with AsyncOpenAI(base_url=f"{origin}/v1", api_key="sk-fake", max_retries=0) as client:
+            session = OpenAIResponsesCompactionSession(
+                "support-compacted", underlying, client=client,
+                model="gpt-4.1", should_trigger_compaction=lambda context: False,
+            )
+            model = ScriptedModel(script())
+            for turn in ("Where is order A17?", "Add 2 and 3, and where is B9?"):
+                await Runner.run(agent_with(model), turn, session=session)
+            before = [x.text for x in underlying.ledger_session.spans()]
+            await session.run_compaction({"force": True, "compaction_mode": "input"})
+            after_model = ScriptedModel([[assistant_message("All shipped.", item_id="msg_9")]])
+            await Runner.run(agent_with(after_model), "Anything else?", session=session)
+        return before
+
     with serve(fake.app) as origin:
-        session = OpenAIResponsesCompactionSession(
-            "support-compacted", underlying, client=AsyncOpenAI(base_url=f"{origin}/v1", api_key="sk-fake", max_retries=0),
-            model="gpt-4.1", should_trigger_compaction=lambda context: False,
-        )
-        model = ScriptedModel(script())
-        for turn in ("Where is order A17?", "Add 2 and 3, and where is B9?"):
-            run(Runner.run(agent_with(model), turn, session=session))
-        before = [x.text for x in underlying.ledger_session.spans()]
-        run(session.run_compaction({"force": True, "compaction_mode": "input"}))
-        after_model = ScriptedModel([[assistant_message("All shipped.", item_id="msg_9")]])
-        run(Runner.run(agent_with(after_model), "Anything else?", session=session))
+        before = run(scenario(origin))
     s = underlying.ledger_session
     [rewrite] = [e for e in s.events() if isinstance(e, Rewritten)]
     assert rewrite.by == "openai:compact" and rewrite.meta["opaque"] is True
