@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import combinations
 
+from projections.grounding.chance import singles_out
 from projections.grounding.specifics import SourceIndex, Specific, extract, parse_number
 
-__all__ = ["MAX_FIGURES", "observation_arithmetic"]
+__all__ = ["MAX_FIGURES", "SUMMARY_FIGURES", "observation_arithmetic", "summary_arithmetic"]
 
 MAX_FIGURES = 12  # more quantities of one dimension in one observation and a match could be chance
 
@@ -166,3 +167,128 @@ def _seconds(sp: Specific) -> tuple[int | None, float] | None:
     except ValueError:
         return None
     return 0, float(day * 86400 + clock)
+
+
+SUMMARY_FIGURES = 24  # the summary's own figures nearest above a figure that may be its operands
+
+
+def summary_arithmetic(sp: Specific, text: str, found: Sequence[Specific],
+                       grounded: Callable[[Specific], bool] = lambda o: True) -> str:
+    """How the figure ``sp`` is one step of arithmetic over two figures the summary itself states
+    (``found``: the summary's specifics): "600,000 rows" and "190,000 more" give "790,000 rows
+    backfilled", "412k -> 199k" gives "52% fewer", 790,000 done and 494,310 left give "62% done",
+    "1,623 ms -> 212 ms" gives "7.7x faster", "34 lines across the three logs (14, 9 and 11)" and
+    "Total 41,459" under the list it totals are totals. A summary that works with its own figures states
+    nothing new -- when what it works with is grounded (``grounded``: an operand the sources support;
+    otherwise three invented figures that add up would vouch for each other). Held to chance three
+    ways: a share, change or ratio, which rounding makes loose, is looked for over its own line
+    first and then with the line above added, never further; a sum or difference is exact (unless
+    hedged, "about 790,000") and taken over the nearest figures above it; and in each of these the
+    figure must be singled out from its neighbours (``chance``)."""
+    got = _target(sp)
+    if got is None or _step(sp.text, got[1]) is None:
+        return ""
+    end = text.find("\n", sp.start)
+    end = len(text) if end < 0 else end
+    stop = _SENTENCE_END.search(text, sp.end, end)
+    end = stop.end() if stop else end  # a paragraph on one line: its figure's sentence ends here
+    above = [o for o in found if o.start != sp.start and o.start < end and o.category in ("number", "quantity")
+             and grounded(o)]
+    own = text.rfind("\n", 0, sp.start) + 1
+    windows = [("local", [o for o in above if o.start >= own])]
+    windows.append(("local", [o for o in above if o.start >= _line_above(text, sp.start)]))
+    windows.append(("exact", above[-SUMMARY_FIGURES:]))
+    # a figure in words counts the parts ("the three logs (14, 9 and 11)"), it is not one of them
+    digits = [o for o in above if any(c.isdigit() for c in o.text)]
+    # the parts a total adds up are listed before it on its line, or after it in its sentence ("34
+    # lines across the three logs (14, 9 and 11)")
+    windows.append(("total", [o for o in digits if own <= o.start < sp.start]))
+    windows.append(("total", [o for o in digits if o.start > sp.start]))
+    windows.append(("total", [o for o in digits if _list_above(text, own) <= o.start < own]))
+    for how, operands in windows:
+        figures = _by_dim(operands)
+        said = _derive(sp, how, figures)
+        if said and singles_out(sp, lambda p: _derive(p, how, figures)):
+            return said
+    return ""
+
+
+def _derive(sp: Specific, how: str, figures: dict[str, list[float]]) -> str:
+    got = _target(sp)
+    if got is None:
+        return ""
+    dim, v = got
+    step = _step(sp.text, v)
+    if step is None:
+        return ""
+    if how == "local":
+        for pool_dim, pool in figures.items():
+            for x, y in combinations(pool, 2):
+                big, small = max(x, y), min(x, y)
+                if dim == "%":
+                    shares = (small / big, (big - small) / big, (big - small) / small, small / (big + small), big / (big + small))
+                    if any(_fits(sp, 100 * c, v, step) for c in shares):
+                        return "a share or change of two figures the summary states, as a percentage"
+                elif dim == "" and _fits(sp, big / small, v, step):
+                    return "the ratio of two figures the summary states"
+                elif pool_dim == dim and (_fits(sp, big + small, v, step) or _fits(sp, big - small, v, step)):
+                    return "the sum or difference of two figures the summary states together"
+        return ""
+    if dim == "%":
+        return ""
+    exact = step if sp.hedge else 1e-9 * max(abs(v), 1.0)
+    if how == "total":
+        pool = figures.get(dim, [])
+        if len(pool) >= 2 and _fits(sp, sum(pool), v, exact):
+            return "the total of the figures the summary lists"
+        return ""
+    for x, y in combinations(figures.get(dim, []), 2):
+        if _fits(sp, x + y, v, exact) or _fits(sp, abs(x - y), v, exact):
+            return "the sum or difference of two figures the summary states"
+    return ""
+
+
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d+[.)])\s")
+
+
+def _list_above(text: str, own: int) -> int:
+    """Where the run of list items directly above the line starting at ``own`` starts (``own``
+    itself when the line above is no list item): "Total 41,459" under the items it totals."""
+    start = own
+    while start > 0:
+        prev = text.rfind("\n", 0, start - 1) + 1
+        if not _LIST_ITEM.match(text, prev):
+            break
+        start = prev
+    return start
+
+
+def _line_above(text: str, offset: int) -> int:
+    """Where the last non-blank line before the line at ``offset`` starts (0 on the first line)."""
+    start = text.rfind("\n", 0, offset) + 1
+    while start > 0:
+        prev = text.rfind("\n", 0, start - 1) + 1
+        if text[prev : start - 1].strip():
+            return prev
+        start = prev
+    return start
+
+
+def _by_dim(specifics: Iterable[Specific]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for o in specifics:
+        got = _target(o)
+        if got is not None and got[0] != "%" and got[1] > 0:
+            out.setdefault(got[0], []).append(got[1])
+    return out
+
+
+def _target(sp: Specific) -> tuple[str, float] | None:
+    """(dimension, value) of a figure: "" for a plain number."""
+    if sp.category == "number":
+        return "", float(sp.value)
+    if sp.category == "quantity":
+        dim, values = sp.value
+        return dim, float(values[0])
+    return None

@@ -111,13 +111,15 @@ ACTIVITIES: dict[str, Activity] = {
         hints=("migrat",),
     ),
     "deploy": Activity(
-        lazy(r"\b(?:deployed|rolled\s+out|shipped)\b|\b(?:deploy(?:ment)?|rollout)\b[^.;\n]{0,60}?\b(?:completed?|finished|succeeded|done|successful)\b|\b(?:is|are|went)\s+live\b", _I),
+        # "the page shipped 312 kB of JS" sends bytes to a browser: shipping an amount is no deploy
+        lazy(r"\b(?:deployed|rolled\s+out|shipped(?!\s+(?:about\s+|roughly\s+|only\s+)?[\d~]))\b|\b(?:deploy(?:ment)?|rollout)\b[^.;\n]{0,60}?\b(?:completed?|finished|succeeded|done|successful)\b|\b(?:is|are|went)\s+live\b", _I),
         lazy(r"\bdeploy|\brollout\b|\broll(?:ed|ing)?\s+out\b|\bkubectl\s+(?:apply|rollout)|\bhelm\s+(?:install|upgrade)|\bship(?:ped|ping)?\b", _I),
         _outcome_lines(r"(?:deploy|roll(?:ed)?\s*out|ship)"),
         hints=("deploy", "roll", "ship", "live"),
     ),
     "release": Activity(
-        lazy(r"\b(?:released|published)\b|\brelease\b[^.;\n]{0,40}?\b(?:was\s+|has\s+been\s+)?(?:cut|tagged|published)\b", _I),
+        # "released the lock", "released it with its lock ID": a lock let go is no release
+        lazy(r"\b(?:released(?![^.;\n]{0,30}\block\b)|published)\b|\brelease\b[^.;\n]{0,40}?\b(?:was\s+|has\s+been\s+)?(?:cut|tagged|published)\b", _I),
         lazy(r"\brelease|\bpublish|\bgit\s+tag\b|\btagged\b", _I),
         _outcome_lines(r"(?:releas|publish|tag)"),
         hints=("releas", "publish", "tag"),
@@ -220,7 +222,7 @@ _STATE = lazy(r"\b(?:pass(?:es|ing)?|is|are|green|live|compiles?|succeeds)\b", _
 
 # a sentence that claims nothing done: a negation, a plan, a partial state, a condition
 _NOT_DONE = lazy(
-    r"\b(?:not|never|nothing|none|neither|nor|no\s+longer|n't|without|yet\s+to|still\s+(?:fail|red|need)|will|would|going\s+to|"
+    r"\b(?:not|never|nothing|none|neither|nor|no\s+longer|\w+n['’]t|without|yet\s+to|still\s+(?:fail|red|need)|will|would|going\s+to|"
     r"to\s+be|needs?\s+to|should|must|plan(?:s|ned)?\s+to|next|remaining|pending|todo|half|partial(?:ly)?|"
     r"in\s+progress|once|if|until|unless|whether|attempt(?:ed|ing)?|tr(?:y|ied|ying)\s+to)\b",
     _I,
@@ -233,11 +235,6 @@ _PLAN_WORDS = r"(?:pending|next|remaining|todo|to-do|plan(?:ned|s)?|outstanding|
 _PLAN_HEADING = lazy(
     rf"^[ \t]*(?:\d{{1,3}}[.)][ \t]*)?\**[^\n:*]{{0,40}}?\b{_PLAN_WORDS}\b[^\n:*]{{0,40}}?\**[ \t]*:\**[ \t]*$"
     rf"|^[ \t]*#{{1,6}}[ \t]+[^\n]{{0,40}}?\b{_PLAN_WORDS}\b[^\n]{{0,40}}$",
-    _M,
-)
-_HEADING = lazy(
-    r"^[ \t]*(?:#{1,6}[ \t]*|\d{1,3}[.)][ \t]*|[-*•][ \t]*)?\**[^\n]{0,40}?\b(?:pending|next|remaining|todo|to-do|"
-    r"plan(?:ned)?|outstanding|open|future|upcoming|optional)\b[^\n]{0,40}:?\**[ \t]*:?[ \t]*$",
     _M,
 )
 _HEADING = lazy(r"^[ \t]*(?:#{1,6}[ \t]+[^\n]+|(?:\d{1,3}[.)][ \t]+)?\**[A-Z][^\n:]{0,60}\**:?\**[ \t]*:?)[ \t]*$", _M)

@@ -127,7 +127,11 @@ def _requests(sentence: str, resolved: bool = False) -> list[tuple[re.Match, str
         marks.sort(key=lambda m: m.start())
     out = []
     for i, m in enumerate(marks):
+        if _CONDITION.search(sentence, 0, m.start()):
+            continue  # "if the user wants fixes: …" is a condition on a wish, not a request made
         end = marks[i + 1].start() if i + 1 < len(marks) else len(sentence)
+        if _BECAUSE.match(sentence) and (comma := sentence.find(",", m.end())) > 0:
+            end = min(end, comma)  # "Because the user asked for X, Y": Y is what the summarizer did about it
         claim = sentence[m.end() : end].strip(" :,.-")
         if len(claim) < 3 and i == 0:
             claim = sentence[: m.start()].strip(" :,.-")  # "Keep v1 until Friday, as the user asked."
@@ -139,6 +143,11 @@ def _requests(sentence: str, resolved: bool = False) -> list[tuple[re.Match, str
             claim = own if own and not _MARKER_PREFIX.fullmatch(own) else claim
         out.append((m, claim))
     return out
+
+
+# what the user may want, put as a condition: "Next, if the user wants fixes: …", "unless the user prefers …"
+_CONDITION = re.compile(r"\b(?:if|unless|whether|in\s+case)\s+(?:\w+\s+)?$", re.IGNORECASE)
+_BECAUSE = re.compile(r"[\W\d]*(?:because|since)\s+(?:the\s+)?user\b", re.IGNORECASE)
 
 
 def _judge(sentence: str, offset: int, m: re.Match, claim: str, user_texts: list[str],
@@ -174,11 +183,15 @@ def _shared(words: set[str], user: set[str]) -> int:
 
 
 def _one_word(a: str, b: str) -> bool:
-    """``a`` and ``b`` are one word: the shorter begins the longer, which is longer by a suffix
-    ("confirm" / "confirmation"), or is its clipped plural ("ops" / "operation", "docs" /
+    """``a`` and ``b`` are one word: one is the other's plural or stem, the shorter begins the longer, which
+    is longer by a suffix ("confirm" / "confirmation"), or is its clipped plural ("ops" / "operation", "docs" /
     "document")."""
     short, long = sorted((a, b), key=len)
-    if short.isdigit() or len(long) < len(short) + 2:
+    if short.isdigit():
+        return False
+    if long in (short + "s", short + "es") or (len(short) >= 5 and long == short + "e"):
+        return True  # a plural, or one word's stems cut differently: "chang" (changes) / "change"
+    if len(long) < len(short) + 2:
         return False
     if len(short) >= 4 and long.startswith(short):
         return True

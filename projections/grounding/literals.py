@@ -27,7 +27,7 @@ from collections import Counter
 from difflib import SequenceMatcher
 from itertools import accumulate, compress, count
 
-from projections.grounding.arithmetic import observation_arithmetic
+from projections.grounding.arithmetic import observation_arithmetic, summary_arithmetic
 from projections.grounding.chance import singles_out
 from projections.grounding.conversions import converted, ratio_as_percent, time_in_zone
 from projections.grounding.evidence import Evidence
@@ -73,8 +73,11 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
     n_sources = len(index.texts)
     # a quoted pattern (`00-<32hex>-<16hex>-01`) is checked whole: the figures inside it are its own
     patterns = [(sp.start, sp.end) for sp in found if sp.category == "quote" and _PLACEHOLDER.search(sp.text)]
+    quotes = [(sp.start, sp.end) for sp in found if sp.category == "quote"]
     for sp in found:
         if patterns and sp.category != "quote" and any(a <= sp.start and sp.end <= b for a, b in patterns):
+            continue
+        if _section_label(sp, text) or _word_alternatives(sp, index):
             continue
         ok, near = index.supports(sp)
         # a measure ("4.6 s", "1.4 MB", "87%") no source states in its dimension: the digits alone, or
@@ -114,6 +117,11 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
             cited = cited_steps(text, sp)
             if derived(sp, figures, cited) and singles_out(sp, lambda p: derived(p, figures, cited)):
                 how = "one step of arithmetic over two figures the sources state"
+        if not how and severity != "info" and sp.category in _FIGURES and not _in_quote(sp, quotes):
+            # a figure inside a quotation is what a source is said to have printed, not arithmetic
+            figures = figures or Figures.of(index)
+            how = summary_arithmetic(sp, text, found, lambda o: not _in_quote(o, quotes) and (
+                index.supports(o)[0] or restated(o, figures) or computed(o, text, index) != ""))
         if how:
             severity = "info"  # the summarizer's arithmetic, which no source prints: cannot be verified
         what = _CATEGORY_WORDS.get(sp.category, sp.category)
@@ -131,6 +139,38 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
         out.append(finding("literal", UNSUPPORTED, severity, sp.text, message, offset=sp.start,
                            category=sp.category, near=list(near)))
     return out
+
+
+# "USER_CONTEXT:", "CODE_STATE:" -- the capitalised field names a summary template lays its lines out by
+_LABEL_HEAD = re.compile(r"(?:[ \t]*(?:[-*+]|\d+[.)]|#+)?[ \t]*\**)$")
+
+
+def _in_quote(sp: Specific, quotes: list[tuple[int, int]]) -> bool:
+    return any(a <= sp.start and sp.end <= b for a, b in quotes)
+
+
+def _section_label(sp: Specific, text: str) -> bool:
+    """A capitalised label that heads a line and ends in a colon ("VERSION_CONTROL_STATUS: clean") is
+    the summary's own layout -- the field names of the template it fills -- not a literal it states."""
+    if sp.category not in ("code", "name", "identifier") or not sp.text.isupper():
+        return False
+    line_start = text.rfind("\n", 0, sp.start) + 1
+    return text.startswith(":", sp.end) and bool(_LABEL_HEAD.match(text[line_start : sp.start]))
+
+
+def _word_alternatives(sp: Specific, index: SourceIndex) -> bool:
+    """"whitespace/commas/semicolons", "read/write": English words joined by slashes are a list of
+    alternatives, not a path -- unless one of them is a directory of a path the sources name
+    (``assets/js/hooks`` where a source has ``assets/js/app.js``). A path with a file name, a digit
+    or an underscore is a path."""
+    if sp.category != "path" or not re.fullmatch(r"[a-z]+(?:/[a-z]+)+", sp.text):
+        return False
+    parts = sp.text.split("/")
+    words = common_lowercase_words()
+    if not all(part in words or part.removesuffix("s") in words or part.removesuffix("es") in words for part in parts):
+        return False
+    dirs = {d for o in index.by_cat.get("path", ()) for d in o.text.lower().split("/")[:-1]}
+    return not dirs.intersection(parts)
 
 
 def _stated_otherwise(sp: Specific, text: str, index: SourceIndex, found: list[Specific],

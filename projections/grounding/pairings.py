@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 
+from projections.grounding.chance import written_figure
 from projections.grounding.evidence import Evidence
 from projections.grounding.phase_pairs import PhaseIndex, phase_swaps, task_of_line
 from projections.grounding.registry import GroundingFinding, finding, rule
@@ -449,11 +450,29 @@ def _swapped(bound: list[Specific], first: int, seen: dict[int, list[_Sighting]]
         units_v = {s.unit for s in sv}
         if units_x & units_v or _together(x, units_v, pairs, ev) or _together(v, units_x, pairs, ev):
             continue  # stated together somewhere: no swap
+        if v.category == "quantity" and any(_restates(v, o.sp) for s in sx for o in pairs.near(s, kv, pairs.members[s.unit])):
+            continue  # the sources give X v in another written form ("about 3 days" for a pod AGE of 3d2h)
         w = _partner(sx, kv, v, pairs, ev)  # X with another value of v's kind
         y = _partner(sv, kx, x, pairs, ev) if w is not None else None  # v with another thing of X's kind
         if w is not None and y is not None:
             return x, v, w.sp, y.sp
     return None
+
+
+def _restates(v: Specific, other: Specific) -> bool:
+    """A quantity of the sources that ``v`` states rounded: same dimension, within half a written
+    step of ``v`` (a whole step when ``v`` is hedged: "about 3 days")."""
+    if other.category != "quantity" or other.value[0] != v.value[0]:
+        return False
+    got = written_figure(v)
+    if got is None or not got[0]:
+        return False
+    figure, _, step = got
+    scale = v.value[1][0] / figure
+    if not scale:
+        return False
+    half = step if v.hedge else step / 2
+    return any(abs(value / scale - figure) <= half * (1 + 1e-9) for value in other.value[1])
 
 
 def _two_things(x: Specific, v: Specific, text: str) -> bool:

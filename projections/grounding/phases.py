@@ -29,19 +29,22 @@ _WRITTEN = ("content", "old_string", "new_string", "old_str", "new_str", "file_t
 
 
 def action_of(call: str) -> str:
-    """A tool call ``Name({...json...})`` without the file text it writes (an edit that adds a
+    """A tool call ``Name({...json...})`` (or its bare JSON arguments) without the file text it writes (an edit that adds a
     ``curl`` line to a script runs no curl; a comment naming the next task does not work on it);
     any other call as it is."""
-    open_at = call.find("(")
-    if open_at <= 0 or not call.endswith(")") or call[open_at + 1 : open_at + 2] != "{":
+    bare = call.startswith("{") and call.endswith("}")  # the arguments alone: {"command": "str_replace", "path": …}
+    open_at = -1 if bare else call.find("(")
+    if not bare and (open_at <= 0 or not call.endswith(")") or call[open_at + 1 : open_at + 2] != "{"):
         return call
     try:
-        args = json.loads(call[open_at + 1 : -1])
+        args = json.loads(call if bare else call[open_at + 1 : -1])
     except ValueError:
         return call
     if not isinstance(args, dict):
         return call
     kept = {k: v for k, v in args.items() if k not in _WRITTEN}
+    if bare:
+        return json.dumps(kept, ensure_ascii=False) if len(kept) < len(args) else call
     return call[:open_at] + "(" + json.dumps(kept, ensure_ascii=False) + ")"
 
 

@@ -101,6 +101,12 @@ def restated(sp: Specific, figures: Figures) -> bool:
     if how is None:
         return False
     written, step, factors = how
+    if written and step > 1 and written == int(written) and 0.5 <= FINE * written:
+        # "140 ms" may be written to the millisecond as well as to tens: a source's 139.7 ms rounds to
+        # it at the finer reading, a window as narrow as any other fine one
+        stated = figures.by_dim.get(sp.value[0], ())
+        if any(_any_in(stated, (written - 0.5) * f, (written + 0.5) * f) for f in factors):
+            return True
     if not written or step / 2 > FINE * written:
         return False
     if rounded_in_dimension(sp, figures, hedged=True):

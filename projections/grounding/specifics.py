@@ -365,7 +365,7 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
         ),
     ),
     # a duration written in several units ("6m40s", "1m48.2s", "2h 30m"): one quantity in seconds
-    ("duration", _deferred(r"(?<![\w.])(?:(?P<h>\d+)h ?(?=\d))?(?:(?P<m>\d+)m ?(?=\d))?(?P<last>\d+(?:\.\d+)?)(?P<unit>[hms])(?![\w]|\.\d)", _I)),
+    ("duration", _deferred(r"(?<![\w.])(?:(?P<d>\d+)d ?(?=\d))?(?:(?P<h>\d+)h ?(?=\d))?(?:(?P<m>\d+)m ?(?=\d))?(?P<last>\d+(?:\.\d+)?)(?P<unit>[hms])(?![\w]|\.\d)", _I)),
     (
         "currency",
         _deferred(rf"[$€£]\s?(?:{_NUM})(?:\s?(?:k|m|bn|million|billion|thousand)\b)?", _I),
@@ -935,12 +935,13 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
             value *= {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}[mult.group(1).lower()]
         return Specific("quantity", s, a, b, (sym, (_canon(value),)))
     if kind == "duration":
-        h, mi, last, unit = m.group("h"), m.group("m"), m.group("last"), m.group("unit").lower()
-        if h is None and mi is None:
+        d, h, mi, last, unit = m.group("d"), m.group("h"), m.group("m"), m.group("last"), m.group("unit").lower()
+        if d is None and h is None and mi is None:
             return None  # one unit ("30s"): a plain quantity
-        if (unit == "h") or (unit == "m" and mi is not None) or (h is not None and mi is None and unit == "s"):
-            return None  # "2h30h", "1m2m", "1h30s": no duration
-        seconds = int(h or 0) * 3600 + int(mi or 0) * 60 + float(last) * {"m": 60, "s": 1}[unit]
+        if (unit == "h" and (h is not None or mi is not None)) or (unit == "m" and mi is not None) \
+                or (h is not None and mi is None and unit == "s") or (d is not None and h is None and unit != "h"):
+            return None  # "2h30h", "1m2m", "1h30s", "3d5m": no duration
+        seconds = int(d or 0) * 86400 + int(h or 0) * 3600 + int(mi or 0) * 60 + float(last) * {"h": 3600, "m": 60, "s": 1}[unit]
         return Specific("quantity", s, a, b, ("s", (_canon(seconds),)), hedge=_hedge(text, a))
     if kind == "quantity" or kind == "wordquantity":
         unit = m.group("unit").lower()
@@ -988,8 +989,8 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
         if m.group("scale"):
             value *= _SCALES[m.group("scale").lower()] if m.group("scale").lower() in _SCALES else 1e12
         noun = (m.group("noun") or "").lower()
-        if noun in _FUNCTION_WORDS:
-            noun = ""
+        if noun in _FUNCTION_WORDS or noun in _MONTHS:
+            noun = ""  # "2214905 Apr  2" in a listing: a date follows the figure, it counts no months
         end = m.end("scale") if m.group("scale") else m.end("num")
         tail = text[end : end + 2]
         if not m.group("scale") and _ORDINAL_SUFFIX.match(tail):
@@ -1044,6 +1045,8 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
             # sentence ("Tom deployed …"), not when it is the sentence's own verb ("Rewrote as …")
             if base in _COMMON or base.endswith(("ing", "ed", "ly", "tion", "ment", "ness")):
                 return None
+            if base in common_lowercase_words():
+                return None  # "Neither has been done", "Growth is speeding up": a word English writes in lower case
             if not _SUBJECT_VERB.match(text, b):
                 return None
             return Specific("name", s, a, b, base)
