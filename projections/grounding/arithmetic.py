@@ -197,6 +197,9 @@ def summary_arithmetic(sp: Specific, text: str, found: Sequence[Specific],
     own = text.rfind("\n", 0, sp.start) + 1
     windows = [("local", [o for o in above if o.start >= own])]
     windows.append(("local", [o for o in above if o.start >= _line_above(text, sp.start)]))
+    per = _PER.match(text, sp.end)
+    windows.append((f"rate:{per.group(1).replace(',', '') if per else ''}", windows[0][1]))
+    windows.append((windows[-1][0], windows[1][1]))
     windows.append(("exact", above[-SUMMARY_FIGURES:]))
     # a figure in words counts the parts ("the three logs (14, 9 and 11)"), it is not one of them
     digits = [o for o in above if any(c.isdigit() for c in o.text)]
@@ -236,6 +239,16 @@ def _derive(sp: Specific, how: str, figures: dict[str, list[float]]) -> str:
         return ""
     if dim == "%":
         return ""
+    if how.startswith("rate:"):
+        # a rate or a time from two figures of different kinds stated together: "41.2M in 9h12m" is
+        # "1,245/s"; "77.2M left at 1,245/s" is "about 17 hours"; "3 crashes in 18,220 sessions" is
+        # "1.6 per 10,000"
+        scale = float(how[5:]) if how[5:] else 1.0
+        flat = [x for pool in figures.values() for x in pool]
+        for x, y in combinations(flat, 2):
+            if any(_fits(sp, c, v, step) for c in (scale * x / y, scale * y / x, x * y)):
+                return "a rate, a product or a quotient of two figures the summary states together"
+        return ""
     exact = step if sp.hedge else 1e-9 * max(abs(v), 1.0)
     if how == "total":
         pool = figures.get(dim, [])
@@ -248,6 +261,7 @@ def _derive(sp: Specific, how: str, figures: dict[str, list[float]]) -> str:
     return ""
 
 
+_PER = re.compile(r"\s*(?:per|/|in\s+every)\s+(\d{1,3}(?:,\d{3})+|\d+)\b", re.I)
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d+[.)])\s")
 
@@ -265,11 +279,12 @@ def _list_above(text: str, own: int) -> int:
 
 
 def _line_above(text: str, offset: int) -> int:
-    """Where the last non-blank line before the line at ``offset`` starts (0 on the first line)."""
+    """Where the nearest line above the line at ``offset`` that states a figure starts (a blank
+    line or a heading such as "Still open:" between them is skipped; 0 on the first line)."""
     start = text.rfind("\n", 0, offset) + 1
     while start > 0:
         prev = text.rfind("\n", 0, start - 1) + 1
-        if text[prev : start - 1].strip():
+        if any(c.isdigit() for c in text[prev : start - 1]):
             return prev
         start = prev
     return start

@@ -237,12 +237,12 @@ class _Pairs:
             got = self._squashed[u] = "\n".join(_squash(self.texts[i]) for i in members)
         return got
 
-    def near(self, at: _Sighting, kind: tuple, members: tuple[int, ...]) -> list[_Sighting]:
-        """Specifics of ``kind`` the unit of ``at`` binds to it: within a few lines of it in the same
-        text, or anywhere in another text of the unit (a call and its result)."""
+    def near(self, at: _Sighting, kind: tuple | None, members: tuple[int, ...]) -> list[_Sighting]:
+        """Specifics of ``kind`` (None: of any kind) the unit of ``at`` binds to it: within a few
+        lines of it in the same text, or anywhere in another text of the unit (a call and its result)."""
         out = []
         for s in self.in_unit.get(at.unit, ()):
-            if s.kind != kind:
+            if kind is not None and s.kind != kind:
                 continue
             if s.text != at.text and len(members) > 1:
                 out.append(s)
@@ -450,7 +450,7 @@ def _swapped(bound: list[Specific], first: int, seen: dict[int, list[_Sighting]]
         units_v = {s.unit for s in sv}
         if units_x & units_v or _together(x, units_v, pairs, ev) or _together(v, units_x, pairs, ev):
             continue  # stated together somewhere: no swap
-        if v.category == "quantity" and any(_restates(v, o.sp) for s in sx for o in pairs.near(s, kv, pairs.members[s.unit])):
+        if v.category == "quantity" and any(_restates(v, o.sp) for s in sx for o in pairs.near(s, None, pairs.members[s.unit])):
             continue  # the sources give X v in another written form ("about 3 days" for a pod AGE of 3d2h)
         w = _partner(sx, kv, v, pairs, ev)  # X with another value of v's kind
         y = _partner(sv, kx, x, pairs, ev) if w is not None else None  # v with another thing of X's kind
@@ -460,14 +460,17 @@ def _swapped(bound: list[Specific], first: int, seen: dict[int, list[_Sighting]]
 
 
 def _restates(v: Specific, other: Specific) -> bool:
-    """A quantity of the sources that ``v`` states rounded: same dimension, within half a written
-    step of ``v`` (a whole step when ``v`` is hedged: "about 3 days")."""
-    if other.category != "quantity" or other.value[0] != v.value[0]:
-        return False
+    """A figure of the sources that ``v`` states rounded: a quantity of its dimension within half a
+    written step of it (a whole step when ``v`` is hedged: "about 3 days" for 3d2h), or the bare
+    figure it writes with a unit ("proxy-read-timeout: 60" as "60s")."""
     got = written_figure(v)
     if got is None or not got[0]:
         return False
     figure, _, step = got
+    if other.category == "number":
+        return other.value == figure
+    if other.category != "quantity" or other.value[0] != v.value[0]:
+        return False
     scale = v.value[1][0] / figure
     if not scale:
         return False

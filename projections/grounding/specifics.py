@@ -396,7 +396,9 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
     (
         "number",
         _deferred(
-            rf"(?<![\w.#/:-])(?P<num>[-+]?(?:{_NUM}))(?:st|nd|rd|th)?(?:\s+(?P<scale>thousand|million|billion|trillion)\b)?(?![\w/]|\.\d|:\d)"
+            # a rate first: "1,245/s", "2,310/sec" (the figure, per unit of time)
+            rf"(?<![\w.#/:-])(?P<rnum>\d{{1,3}}(?:,\d{{3}})+|\d+)(?=/(?:s|sec|min|h|hr|day)\b)"
+            rf"|(?<![\w.#/:-])(?P<num>[-+]?(?:{_NUM}))(?:st|nd|rd|th)?(?:\s+(?P<scale>thousand|million|billion|trillion)\b)?(?![\w/]|\.\d|:\d)"
             rf"(?:(?=[ \t]+(?P<noun>[a-z][a-z-]+)))?",
             _I,
         ),
@@ -944,6 +946,8 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
         seconds = int(d or 0) * 86400 + int(h or 0) * 3600 + int(mi or 0) * 60 + float(last) * {"h": 3600, "m": 60, "s": 1}[unit]
         return Specific("quantity", s, a, b, ("s", (_canon(seconds),)), hedge=_hedge(text, a))
     if kind == "quantity" or kind == "wordquantity":
+        if m.group("unit") == "M" and not m.group("space"):
+            return None  # "77.2M documents": a million, not minutes (a scaled number, read as an identifier)
         unit = m.group("unit").lower()
         if unit not in _UNITS and unit != "%":
             return None
@@ -982,6 +986,12 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
             return Specific("name", s, a, b, "".join(tokens(s)))
         return Specific("identifier", s, a, b, s.lower())
     if kind == "number":
+        if m.group("rnum"):
+            value = parse_number(m.group("rnum"))
+            if value is None:
+                return None
+            return Specific("number", m.group("rnum"), m.start("rnum"), m.end("rnum"), _canon(value),
+                            hedge=_hedge(text, m.start("rnum")), noun="per")
         num_text = m.group("num")
         value = parse_number(num_text)
         if value is None:
@@ -1079,7 +1089,7 @@ _ASCII_LETTER = lazy(r"[A-Za-z]")
 _LETTER_DIGIT = lazy(r"[A-Za-z]\d")
 _XX = lazy(r"[1-5]xx", _I)
 _DOTTED_NUMBER = lazy(r"(?:\d+[.-])+\d+")
-_SCALED = lazy(r"\d+[kKMB]")
+_SCALED = lazy(r"\d+(?:\.\d+)?[kKMB]")
 _TECH_TERMS = lazy(
     r"(?:x86|x64|ipv[46]|utf-?8|utf-?16|base64|sha\d+|md5|mp[34]|h[23]|http[23]?|oauth2|s3|ec2|k8s|p99|p95|p50|p999|2fa|mfa|i18n|l10n|a11y)",
     _I,
