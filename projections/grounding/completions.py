@@ -614,12 +614,16 @@ def _claims(text: str, claim_rx: re.Pattern[str], plans: list[tuple[int, int]]):
         for m in claim_rx.finditer(sentence):
             if in_plan and not _PERFECT.search(sentence):
                 continue  # an item of a plan ("- tests pass on CI"): a goal, not a claim
+            if _NOT_YET.search(sentence[max(0, m.start() - 40) : m.start()]):
+                continue  # "look before anything is committed", "(no changes pushed)": it has not happened
             clause = _clause_around(sentence, m.start(), m.end())
             if not _NOT_DONE.search(clause):
                 yield offset + m.start(), m.group(0), clause
                 break
 
 
+# the event named after "before", "until" or "no …" is one that has not happened
+_NOT_YET = lazy(r"\b(?:before|until|unless|no)\s+(?:\w+\s+){0,3}$", _I)
 _FIGURE = lazy(r"(?<![\w.])\d+(?:[.,]\d+)?(?![\w.])")
 
 

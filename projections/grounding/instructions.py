@@ -138,8 +138,8 @@ def _requests(sentence: str, resolved: bool = False) -> list[tuple[re.Match, str
         elif i == 0 and _AS_ASKED.fullmatch(m.group(0)):
             # "…, rounded to the nearest hundred as the user asked: EC2 $18,400": inside its clause,
             # "as the user asked" points back at it ("Recap: as the user asked, web …" opens one)
-            before = sentence[: m.start()]
-            own = before[max(before.rfind(c) for c in ",;:") + 1 :].strip(" :,.-")
+            before = sentence[: m.start()].rstrip(" ,")  # "(no manual state surgery, as the user asked)"
+            own = before[max(before.rfind(c) for c in ",;:(") + 1 :].strip(" :,.-")
             claim = own if own and not _MARKER_PREFIX.fullmatch(own) else claim
         out.append((m, claim))
     return out

@@ -77,7 +77,7 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
     for sp in found:
         if patterns and sp.category != "quote" and any(a <= sp.start and sp.end <= b for a, b in patterns):
             continue
-        if _section_label(sp, text) or _word_alternatives(sp, index):
+        if _section_label(sp, text) or _word_alternatives(sp, index) or _markup_tag(sp, text):
             continue
         ok, near = index.supports(sp)
         # a measure ("4.6 s", "1.4 MB", "87%") no source states in its dimension: the digits alone, or
@@ -147,6 +147,12 @@ _LABEL_HEAD = re.compile(r"(?:[ \t]*(?:[-*+]|\d+[.)]|#+)?[ \t]*\**)$")
 
 def _in_quote(sp: Specific, quotes: list[tuple[int, int]]) -> bool:
     return any(a <= sp.start and sp.end <= b for a, b in quotes)
+
+
+def _markup_tag(sp: Specific, text: str) -> bool:
+    """``</summary>``, ``</analysis>``: the closing tag of the wrapper a harness asks the summary to be
+    written in is markup, not a path."""
+    return sp.category == "path" and sp.start > 0 and text[sp.start - 1] == "<" and text.startswith(">", sp.end)
 
 
 def _section_label(sp: Specific, text: str) -> bool:

@@ -978,6 +978,8 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
             return Specific("code", s, a, b, ("xx", int(s[0])))
         if _DOTTED_NUMBER.fullmatch(s):  # numeric ranges or dotted numbers: left to number
             return None
+        if "-" in s and _FIGURE_HEAD.fullmatch(s.split("-", 1)[0].lower()) and s.split("-", 1)[1] in common_lowercase_words():
+            return None  # "200M-row", "5-minute": a measure modifying a noun, no identifier
         if _SCALED.fullmatch(s):  # 3k, 2M: a number with a scale
             value = parse_number(s[:-1])
             mult = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9}[s[-1]]
@@ -1036,6 +1038,10 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
         parts = s.lower().split("-")
         if len(parts) >= 4 or not _FUNCTION_WORDS.isdisjoint(parts) or parts[-1] in _COMPOUND_HEADS:
             return None  # an English compound ("OS-level", "exactly-one-worker-per-session"), not a name
+        if parts[0] in _ENGLISH_PREFIXES or _FIGURE_HEAD.fullmatch(parts[0]) and parts[-1] in common_lowercase_words():
+            return None  # "re-import", "post-GC", "non-printable-ASCII", "200M-row": a prefixed word or a measure
+        if _participle(parts[-1]) and s.split("-")[-1].islower():
+            return None  # "BOM-prefixed", "UTC-parsing": a participle heads a modifier, it names nothing
         if not (set(parts) & TECH_PARTS) and not any(c.isdigit() for c in s) and not any(c.isupper() for c in s[1:]):
             return None  # an English compound (follow-up, read-only), not a name
         return Specific("name", s, a, b, "".join(tokens(s)))
@@ -1077,6 +1083,18 @@ _SUBJECT_VERB = lazy(
     r"read|set|spent|won|approved|merged|pushed|reported|confirmed)\b"
 )
 # the heads of English compound modifiers: "X-level", "X-based", "X-side" describe, they name nothing
+def _participle(word: str) -> bool:
+    """An English past or present participle ("prefixed", "parsing", "cached")."""
+    if not word.endswith(("ed", "ing")):
+        return False
+    words = common_lowercase_words()
+    stem = word[:-3] if word.endswith("ing") else word[:-2]
+    return word in words or any(w in words for w in (stem, stem + "e", word[:-1], stem[:-1] if len(stem) > 3 and stem[-1] == stem[-2] else ""))
+
+
+# prefixes English joins to a word with a hyphen ("re-import", "non-blocking", "post-GC")
+_ENGLISH_PREFIXES = frozenset("re non pre post un co sub anti self cross multi semi mid inter intra de over under".split())
+_FIGURE_HEAD = lazy(r"\d+(?:\.\d+)?[kmb]?")
 _COMPOUND_HEADS = frozenset(
     "level based side wide like specific only safe aware friendly driven related free bound ready "
     "facing style sized scoped oriented centric heavy light proof enabled agnostic dependent".split()

@@ -53,11 +53,29 @@ def _statuses(clause: str) -> list[tuple[str, int, int]]:
     return _scan_statuses(clause)
 
 
+def _cites_output(clause: str, sources: Sequence[Source], index: SourceIndex | None) -> bool:
+    """Does the clause quote (in backticks or double quotes) a stretch of output of 12 characters or
+    more that a source prints verbatim? A status given with the output that shows it is about that
+    moment of the session -- a failure later fixed, a success logged -- not the thing's last state."""
+    quoted = [q for m in _QUOTED_OUTPUT.finditer(clause) if len(q := m.group(1) or m.group(2)) >= 12]
+    if not quoted:
+        return False
+    lowered = index.lower if index is not None else "\n".join(s.text for s in sources).lower()
+    return any(q.lower() in lowered for q in quoted)
+
+
+_QUOTED_OUTPUT = re.compile(r"`([^`\n]+)`|\"([^\"\n]+)\"")
+# a status under a condition or a modal is no statement of it: "V88 will fail if it runs first"
+_MODAL = lazy(r"\b(?:will|would|could|might|may|can|if|unless|whether|should)\b(?:\s+\w+)?\s*$", re.I)
+
+
 def _scan_statuses(clause: str) -> list[tuple[str, int, int]]:
     out = []
     for rx, family, polarity in _STATUS:
         for m in rx.finditer(clause):
             before = clause[max(0, m.start() - 24) : m.start()]
+            if _MODAL.search(before):
+                continue
             neg = bool(_NEGATED.search(before))
             # "0 failed", "no errors", "ERROR=0": a count of zero negates what it counts; the 0 of
             # "WARN=0 ERROR=1" is WARN's value, not a count of the errors after it
@@ -109,6 +127,8 @@ def status_flips(
     for offset, sentence in sentences(text):
         for clause_offset, clause in clauses(sentence):
             st = _statuses(clause)
+            if st and _cites_output(clause, sources, index):
+                st = []  # "failed with `config.go:23:15: undefined: fmt`": the output it quotes is the evidence
             if st:
                 start = offset + clause_offset
                 mine = within(found, start, start + len(clause)) if found is not None else extract(clause)
