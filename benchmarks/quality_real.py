@@ -212,6 +212,8 @@ def real_section(drift_cases: list[dict], only_rule: str | None = None) -> list[
     lines += heldout2_lines(compactions, p, sa)
     lines += heldout3_lines(compactions, p, sa)
     lines += heldout4_lines(compactions, p, sa)
+    lines += heldout5_lines(sa)
+    lines += heldout6_lines(sa)
     rows = rule_table(compactions, drift_cases, only_rule)
     lines += ["Per rule (errors and warnings; planted cases of the rule's own kinds for recall, every faithful summary for false alarms):", "",
               "| rule | principle | planted named (own kinds) | false alarms on faithful | precision | time |",
@@ -282,12 +284,43 @@ def heldout3_lines(compactions: list[Compaction], dev_planted: dict, dev_second:
 
 
 def heldout4_lines(compactions: list[Compaction], dev_planted: dict, dev_second: dict) -> list[str]:
-    """The fourth held-out sets (written blind by a fifth and a sixth author; still blind: only counts and
-    ids are ever printed)."""
-    return _ids_only_lines(4, "written blind by a fifth author (planted) and a sixth (second author); still blind: "
-                           "nobody developing the checker has read its cases (first measured 2026-12-02: planted 44/60, "
-                           "second author 32 of 40 flagged)", real_data.planted_heldout4_cases(),
+    """The fourth held-out sets (written blind by a fifth and a sixth author; the planted one still blind:
+    only counts and ids are ever printed)."""
+    return _ids_only_lines(4, "written blind by a fifth author (planted) and a sixth (second author); first measured "
+                           "2026-12-02: planted 44/60, second author 32 of 40 flagged. The planted set is still blind; "
+                           "the second-author set was read on 2026-12-03 and used for development", real_data.planted_heldout4_cases(),
                            real_data.second_author_heldout4_cases(), compactions, dev_planted, dev_second)
+
+
+def heldout5_lines(dev_second: dict) -> list[str]:
+    """The fifth set: faithful summaries only, written blind by a seventh author in this round."""
+    return _second_only_lines(5, "written blind by a seventh author; measured blind on 2026-12-03 (28 of 40 flagged "
+                              "by the checker of 7ff6cc0's parent, 26 after its first changes), then used for development: "
+                              "no longer blind", real_data.second_author_heldout5_cases(), dev_second)
+
+
+def heldout6_lines(dev_second: dict) -> list[str]:
+    """The sixth set: faithful summaries only, written blind by an eighth author; still blind."""
+    return _second_only_lines(6, "written blind by an eighth author while the checker was changed against sets 3-5; "
+                              "still blind: nobody developing the checker has read its cases",
+                              real_data.second_author_heldout6_cases(), dev_second)
+
+
+def _second_only_lines(number: int, provenance: str, second: list[dict], dev_second: dict) -> list[str]:
+    """A held-out second-author set with no planted set beside it: counts and ids only."""
+    if not second:
+        return []
+    hs = evaluate_second_author(second)
+    flagged = sum(v[0] for v in hs["per_style"].values())
+    dev_flagged = sum(v[0] for v in dev_second["per_style"].values())
+    lines = [f"Held-out second author, set {number} ({provenance}): {hs['n']} faithful summaries in "
+             f"{len(hs['per_style'])} styles (`benchmarks/data/second_author_heldout{number}.jsonl`); **false alarms "
+             f"{flagged} of {hs['n']} ({flagged / max(hs['n'], 1):.1%}; dev {dev_flagged / max(dev_second['n'], 1):.1%}; "
+             "target <= 2%)**.", "", "| style | cases | false alarms |", "| --- | ---: | ---: |"]
+    for style, (f, n) in sorted(hs["per_style"].items()):
+        lines.append(f"| {style} | {n} | {f} |")
+    lines += ["", f"Held-out-{number} false alarms (ids only): " + (", ".join(sorted(hs["loud"])) or "none"), ""]
+    return lines
 
 
 def _ids_only_lines(number: int, provenance: str, planted: list[dict], second: list[dict],

@@ -56,6 +56,9 @@ PLANTED_HELDOUT3 = DATA / "planted_real_heldout3.jsonl"
 SECOND_AUTHOR_HELDOUT3 = DATA / "second_author_heldout3.jsonl"
 PLANTED_HELDOUT4 = DATA / "planted_real_heldout4.jsonl"
 SECOND_AUTHOR_HELDOUT4 = DATA / "second_author_heldout4.jsonl"
+# sets 5 and 6: faithful summaries only (second and third new authors of this round), no planted set
+SECOND_AUTHOR_HELDOUT5 = DATA / "second_author_heldout5.jsonl"
+SECOND_AUTHOR_HELDOUT6 = DATA / "second_author_heldout6.jsonl"
 
 PLANTED_KINDS = (
     "invented-quote",
@@ -165,6 +168,14 @@ def second_author_heldout4_cases() -> list[dict]:
     return _jsonl(SECOND_AUTHOR_HELDOUT4) if SECOND_AUTHOR_HELDOUT4.exists() else []
 
 
+def second_author_heldout5_cases() -> list[dict]:
+    return _jsonl(SECOND_AUTHOR_HELDOUT5) if SECOND_AUTHOR_HELDOUT5.exists() else []
+
+
+def second_author_heldout6_cases() -> list[dict]:
+    return _jsonl(SECOND_AUTHOR_HELDOUT6) if SECOND_AUTHOR_HELDOUT6.exists() else []
+
+
 def summary_text(path: str, compaction_line: int) -> str:
     """The text of the ``isCompactSummary`` line that follows the boundary at ``compaction_line``
     (1-based), exactly as the transcript stores it."""
@@ -224,6 +235,8 @@ def _main() -> None:
         ("held-out-2 ", planted_heldout2_cases, second_author_heldout2_cases),
         ("held-out-3 ", planted_heldout3_cases, second_author_heldout3_cases),
         ("held-out-4 ", planted_heldout4_cases, second_author_heldout4_cases),
+        ("held-out-5 ", list, second_author_heldout5_cases),
+        ("held-out-6 ", list, second_author_heldout6_cases),
     ]
     for name, planted, second in sets:
         kinds = collections.Counter(case["kind"] for case in planted())
