@@ -1061,8 +1061,10 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
             # sentence ("Tom deployed …"), not when it is the sentence's own verb ("Rewrote as …")
             if base in _COMMON or base.endswith(("ing", "ed", "ly", "tion", "ment", "ness")):
                 return None
-            if base in common_lowercase_words():
-                return None  # "Neither has been done", "Growth is speeding up": a word English writes in lower case
+            if base in common_lowercase_words() and _AUXILIARY_NEXT.match(text, b):
+                # "Neither has been done", "Growth is speeding up": a word English writes in lower case
+                # before an auxiliary; before a verb of action ("Ravi deployed …") it may be a person
+                return None
             if not _SUBJECT_VERB.match(text, b):
                 return None
             return Specific("name", s, a, b, base)
@@ -1074,6 +1076,7 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
     raise AssertionError(kind)
 
 
+_AUXILIARY_NEXT = lazy(r"[ \t]+(?:is|are|was|were|has|have|had|will|would|can|could|does|did|seems?|looks?)\b")
 # what follows the subject of a sentence: a verb in the past tense or an auxiliary ("Tom deployed",
 # "Priya has approved", "Marcus also said")
 _SUBJECT_VERB = lazy(
