@@ -236,6 +236,8 @@ def _derive(sp: Specific, how: str, figures: dict[str, list[float]]) -> str:
                     return "the ratio of two figures the summary states"
                 elif pool_dim == dim and (_fits(sp, big + small, v, step) or _fits(sp, big - small, v, step)):
                     return "the sum or difference of two figures the summary states together"
+            if dim and pool_dim == dim and dim != "%" and any(_fits(sp, x, v, step) for x in pool):
+                return "a figure the summary states beside it, in another unit"  # "about 19,800 s, or 5.5 h"
         return ""
     if dim == "%":
         return ""

@@ -77,7 +77,7 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
     for sp in found:
         if patterns and sp.category != "quote" and any(a <= sp.start and sp.end <= b for a, b in patterns):
             continue
-        if _section_label(sp, text) or _word_alternatives(sp, index) or _markup_tag(sp, text):
+        if _section_label(sp, text) or _word_alternatives(sp, index) or _markup_tag(sp, text) or _rate_base(sp, text):
             continue
         ok, near = index.supports(sp)
         # a measure ("4.6 s", "1.4 MB", "87%") no source states in its dimension: the digits alone, or
@@ -120,8 +120,12 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
         if not how and severity != "info" and sp.category in _FIGURES and not _in_quote(sp, quotes):
             # a figure inside a quotation is what a source is said to have printed, not arithmetic
             figures = figures or Figures.of(index)
-            how = summary_arithmetic(sp, text, found, lambda o: not _in_quote(o, quotes) and (
-                index.supports(o)[0] or restated(o, figures) or computed(o, text, index) != ""))
+            def grounded(o: Specific) -> bool:  # the sources state it, or it is their arithmetic
+                return not _in_quote(o, quotes) and (
+                    index.supports(o)[0] or restated(o, figures) or computed(o, text, index) != "")
+
+            # one step of chaining: "790,000" the sum of two grounded figures may be an operand of "62%"
+            how = summary_arithmetic(sp, text, found, lambda o: grounded(o) or summary_arithmetic(o, text, found, grounded) != "")
         if how:
             severity = "info"  # the summarizer's arithmetic, which no source prints: cannot be verified
         what = _CATEGORY_WORDS.get(sp.category, sp.category)
@@ -147,6 +151,14 @@ _LABEL_HEAD = re.compile(r"(?:[ \t]*(?:[-*+]|\d+[.)]|#+)?[ \t]*\**)$")
 
 def _in_quote(sp: Specific, quotes: list[tuple[int, int]]) -> bool:
     return any(a <= sp.start and sp.end <= b for a, b in quotes)
+
+
+_PER_BEFORE = re.compile(r"\b(?:per|in\s+every)\s+$", re.I)
+
+
+def _rate_base(sp: Specific, text: str) -> bool:
+    """"1.6 per 10,000": the figure after "per" is the unit a rate is given in, not a stated literal."""
+    return sp.category == "number" and bool(_PER_BEFORE.search(text, max(0, sp.start - 12), sp.start))
 
 
 def _markup_tag(sp: Specific, text: str) -> bool:
