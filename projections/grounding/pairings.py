@@ -445,6 +445,8 @@ def _swapped(bound: list[Specific], first: int, seen: dict[int, list[_Sighting]]
             continue
         if any(_kind(sp) == kx for sp in bound[i + 1 : j]):
             continue  # another thing of its kind stands between: the value is that one's
+        if i >= first and _across_sentences(ev.text, x, v):
+            continue  # a paragraph written on one line: a sentence binds its own facts, not the next one's
         sx, sv = seen[x.start], seen[v.start]
         units_x = {s.unit for s in sx}
         units_v = {s.unit for s in sv}
@@ -457,6 +459,25 @@ def _swapped(bound: list[Specific], first: int, seen: dict[int, list[_Sighting]]
         if w is not None and y is not None:
             return x, v, w.sp, y.sp
     return None
+
+
+_SENTENCE_BREAK = re.compile(r"[.!?]\s+(?=[A-Z\"'`*])")  # a parenthesis after a sentence annotates it
+_ANAPHOR = re.compile(r"\b(?:this|that|these|those|it|its|there|the\s+same)\b", re.I)
+
+
+def _across_sentences(text: str, x: Specific, v: Specific) -> bool:
+    """``x`` and ``v`` stand in different sentences of a prose line and the later one does not point
+    back ("… in session_live_test.exs. All 18 tests in this file pass." still pairs them)."""
+    line_start = text.rfind("\n", 0, min(x.start, v.start)) + 1
+    if _ITEM.match(text, line_start).group(2):
+        return False  # a list item states its facts about its head ("11. **Implemented gqc.4**: … (commit bb53fb4)")
+    a, b = min(x.end, v.end), max(x.start, v.start)
+    breaks = list(_SENTENCE_BREAK.finditer(text, a, b))
+    if not breaks:
+        return False
+    later = max(x, v, key=lambda sp: sp.start)
+    stop = _SENTENCE_BREAK.search(text, later.end)
+    return not _ANAPHOR.search(text, breaks[-1].end(), stop.start() + 1 if stop else len(text))
 
 
 def _restates(v: Specific, other: Specific) -> bool:
