@@ -207,7 +207,6 @@ SECOND_SETS = {
     # sets 5 and 6: faithful summaries only, by two more authors
     "heldout5": real_data.second_author_heldout5_cases(), "heldout6": real_data.second_author_heldout6_cases(),
 }
-SECOND_SETS = {name: cases for name, cases in SECOND_SETS.items() if cases or name != "heldout6"}  # TEMP until set 6 lands
 LITERAL_KINDS = ("invented-quote", "invented-number", "invented-id")
 
 
