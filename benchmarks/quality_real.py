@@ -295,7 +295,7 @@ def heldout4_lines(compactions: list[Compaction], dev_planted: dict, dev_second:
 def heldout5_lines(dev_second: dict) -> list[str]:
     """The fifth set: faithful summaries only, written blind by a seventh author in this round."""
     return _second_only_lines(5, "written blind by a seventh author; measured blind on 2026-12-03 (28 of 40 flagged "
-                              "by the checker of 7ff6cc0's parent, 26 after its first changes), then used for development: "
+                              "by the checker at 50efdeb, 26 after its first changes), then used for development: "
                               "no longer blind", real_data.second_author_heldout5_cases(), dev_second)
 
 

@@ -180,11 +180,12 @@ def summary_arithmetic(sp: Specific, text: str, found: Sequence[Specific],
     "1,623 ms -> 212 ms" gives "7.7x faster", "34 lines across the three logs (14, 9 and 11)" and
     "Total 41,459" under the list it totals are totals. A summary that works with its own figures states
     nothing new -- when what it works with is grounded (``grounded``: an operand the sources support;
-    otherwise three invented figures that add up would vouch for each other). Held to chance three
-    ways: a share, change or ratio, which rounding makes loose, is looked for over its own line
-    first and then with the line above added, never further; a sum or difference is exact (unless
-    hedged, "about 790,000") and taken over the nearest figures above it; and in each of these the
-    figure must be singled out from its neighbours (``chance``)."""
+    otherwise three invented figures that add up would vouch for each other). Held to chance by the
+    size of each window: a share, change, ratio, rate ("41.2M in 9h12m": "1,245/s"; "3 in 18,220":
+    "1.6 per 10,000") or a restatement in another unit, which rounding makes loose, only over its
+    own line and then with the nearest line above that states figures; a sum or difference exactly
+    (unless hedged, "about 790,000") over the nearest figures above it; a total over the parts listed
+    with it. In each the figure must also be singled out from its neighbours (``chance``)."""
     got = _target(sp)
     if got is None or _step(sp.text, got[1]) is None:
         return ""
