@@ -307,17 +307,19 @@ def heldout6_lines(dev_second: dict) -> list[str]:
                               real_data.second_author_heldout6_cases(), dev_second)
 
 
-def _second_only_lines(number: int, provenance: str, second: list[dict], dev_second: dict) -> list[str]:
-    """A held-out second-author set with no planted set beside it: counts and ids only."""
+def _second_only_lines(number: int, provenance: str | None, second: list[dict], dev_second: dict) -> list[str]:
+    """A held-out second-author set (its ``provenance`` in the heading when no planted set beside it
+    gives it): counts and ids only."""
     if not second:
         return []
     hs = evaluate_second_author(second)
     flagged = sum(v[0] for v in hs["per_style"].values())
     dev_flagged = sum(v[0] for v in dev_second["per_style"].values())
-    lines = [f"Held-out second author, set {number} ({provenance}): {hs['n']} faithful summaries in "
-             f"{len(hs['per_style'])} styles (`benchmarks/data/second_author_heldout{number}.jsonl`); **false alarms "
-             f"{flagged} of {hs['n']} ({flagged / max(hs['n'], 1):.1%}; dev {dev_flagged / max(dev_second['n'], 1):.1%}; "
-             "target <= 2%)**.", "", "| style | cases | false alarms |", "| --- | ---: | ---: |"]
+    named = f"set {number} ({provenance})" if provenance else f"set {number}"
+    lines = [f"Held-out second author, {named}: {hs['n']} faithful summaries in {len(hs['per_style'])} styles "
+             f"(`benchmarks/data/second_author_heldout{number}.jsonl`); **false alarms {flagged} of {hs['n']} "
+             f"({flagged / max(hs['n'], 1):.1%}; dev {dev_flagged / max(dev_second['n'], 1):.1%}; target <= 2%)**.", "",
+             "| style | cases | false alarms |", "| --- | ---: | ---: |"]
     for style, (f, n) in sorted(hs["per_style"].items()):
         lines.append(f"| {style} | {n} | {f} |")
     lines += ["", f"Held-out-{number} false alarms (ids only): " + (", ".join(sorted(hs["loud"])) or "none"), ""]
@@ -334,14 +336,4 @@ def _ids_only_lines(number: int, provenance: str, planted: list[dict], second: l
     if hp["skipped"]:
         lines.append(f"\n{hp['skipped']} held-out-{number} planted cases skipped (their transcript is absent).")
     lines += ["", f"Held-out-{number} misses (ids only): " + (", ".join(hp["missed_ids"]) or "none"), ""]
-    hs = evaluate_second_author(second)
-    flagged = sum(v[0] for v in hs["per_style"].values())
-    dev_flagged = sum(v[0] for v in dev_second["per_style"].values())
-    lines += [f"Held-out second author, set {number}: {hs['n']} faithful summaries in {len(hs['per_style'])} styles "
-              f"(`benchmarks/data/second_author_heldout{number}.jsonl`); **false alarms {flagged} of {hs['n']} "
-              f"({flagged / max(hs['n'], 1):.1%}; dev {dev_flagged / max(dev_second['n'], 1):.1%}; target <= 2%)**.", "",
-              "| style | cases | false alarms |", "| --- | ---: | ---: |"]
-    for style, (f, n) in sorted(hs["per_style"].items()):
-        lines.append(f"| {style} | {n} | {f} |")
-    lines += ["", f"Held-out-{number} false alarms (ids only): " + (", ".join(sorted(hs["loud"])) or "none"), ""]
-    return lines
+    return lines + _second_only_lines(number, None, second, dev_second)

@@ -74,10 +74,24 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
     # a quoted pattern (`00-<32hex>-<16hex>-01`) is checked whole: the figures inside it are its own
     patterns = [(sp.start, sp.end) for sp in found if sp.category == "quote" and _PLACEHOLDER.search(sp.text)]
     quotes = [(sp.start, sp.end) for sp in found if sp.category == "quote"]
+    known: dict[int, bool] = {}  # operand start -> grounded, each judged once per summary
+
+    def grounded(o: Specific) -> bool:  # the sources state it, or it is their arithmetic
+        got = known.get(o.start)
+        if got is None:
+            got = known[o.start] = not _in_quote(o, quotes) and (
+                index.supports(o)[0] or restated(o, figures_of()) or computed(o, text, index) != "")
+        return got
+
+    def figures_of() -> Figures:  # the sources' figures, built on first need and shared
+        nonlocal figures
+        figures = figures or Figures.of(index)
+        return figures
+
     for sp in found:
-        if patterns and sp.category != "quote" and any(a <= sp.start and sp.end <= b for a, b in patterns):
+        if patterns and sp.category != "quote" and _in_quote(sp, patterns):
             continue
-        if _section_label(sp, text) or _word_alternatives(sp, index) or _markup_tag(sp, text) or _rate_base(sp, text):
+        if _section_label(sp, text) or _markup_tag(sp, text) or _rate_base(sp, text):
             continue
         ok, near = index.supports(sp)
         # a measure ("4.6 s", "1.4 MB", "87%") no source states in its dimension: the digits alone, or
@@ -118,13 +132,8 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
             if derived(sp, figures, cited) and singles_out(sp, lambda p: derived(p, figures, cited)):
                 how = "one step of arithmetic over two figures the sources state"
         if not how and severity != "info" and sp.category in _FIGURES and not _in_quote(sp, quotes):
-            # a figure inside a quotation is what a source is said to have printed, not arithmetic
-            figures = figures or Figures.of(index)
-            def grounded(o: Specific) -> bool:  # the sources state it, or it is their arithmetic
-                return not _in_quote(o, quotes) and (
-                    index.supports(o)[0] or restated(o, figures) or computed(o, text, index) != "")
-
-            # one step of chaining: "790,000" the sum of two grounded figures may be an operand of "62%"
+            # a figure inside a quotation is what a source is said to have printed, not arithmetic;
+            # one step of chaining: "790,000", the sum of two grounded figures, may be an operand of "62%"
             how = summary_arithmetic(sp, text, found, lambda o: grounded(o) or summary_arithmetic(o, text, found, grounded) != "")
         if how:
             severity = "info"  # the summarizer's arithmetic, which no source prints: cannot be verified
@@ -174,21 +183,6 @@ def _section_label(sp: Specific, text: str) -> bool:
         return False
     line_start = text.rfind("\n", 0, sp.start) + 1
     return text.startswith(":", sp.end) and bool(_LABEL_HEAD.match(text[line_start : sp.start]))
-
-
-def _word_alternatives(sp: Specific, index: SourceIndex) -> bool:
-    """"whitespace/commas/semicolons", "read/write": English words joined by slashes are a list of
-    alternatives, not a path -- unless one of them is a directory of a path the sources name
-    (``assets/js/hooks`` where a source has ``assets/js/app.js``). A path with a file name, a digit
-    or an underscore is a path."""
-    if sp.category != "path" or not re.fullmatch(r"[a-z]+(?:/[a-z]+)+", sp.text):
-        return False
-    parts = sp.text.split("/")
-    words = common_lowercase_words()
-    if not all(part in words or part.removesuffix("s") in words or part.removesuffix("es") in words for part in parts):
-        return False
-    dirs = {d for o in index.by_cat.get("path", ()) for d in o.text.lower().split("/")[:-1]}
-    return not dirs.intersection(parts)
 
 
 def _stated_otherwise(sp: Specific, text: str, index: SourceIndex, found: list[Specific],

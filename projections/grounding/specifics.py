@@ -1038,8 +1038,8 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
         parts = s.lower().split("-")
         if len(parts) >= 4 or not _FUNCTION_WORDS.isdisjoint(parts) or parts[-1] in _COMPOUND_HEADS:
             return None  # an English compound ("OS-level", "exactly-one-worker-per-session"), not a name
-        if parts[0] in _ENGLISH_PREFIXES or _FIGURE_HEAD.fullmatch(parts[0]) and parts[-1] in common_lowercase_words():
-            return None  # "re-import", "post-GC", "non-printable-ASCII", "200M-row": a prefixed word or a measure
+        if parts[0] in _ENGLISH_PREFIXES:
+            return None  # "re-import", "post-GC", "non-printable-ASCII": a prefixed word
         if _participle(parts[-1]) and s.split("-")[-1].islower():
             return None  # "BOM-prefixed", "UTC-parsing": a participle heads a modifier, it names nothing
         if not (set(parts) & TECH_PARTS) and not any(c.isdigit() for c in s) and not any(c.isupper() for c in s[1:]):
@@ -1085,7 +1085,6 @@ _SUBJECT_VERB = lazy(
     r"made|took|went|got|sent|found|saw|knew|thought|gave|came|left|kept|began|broke|chose|led|paid|put|"
     r"read|set|spent|won|approved|merged|pushed|reported|confirmed)\b"
 )
-# the heads of English compound modifiers: "X-level", "X-based", "X-side" describe, they name nothing
 def _participle(word: str) -> bool:
     """An English past or present participle ("prefixed", "parsing", "cached")."""
     if not word.endswith(("ed", "ing")):
@@ -1097,7 +1096,8 @@ def _participle(word: str) -> bool:
 
 # prefixes English joins to a word with a hyphen ("re-import", "non-blocking", "post-GC")
 _ENGLISH_PREFIXES = frozenset("re non pre post un co sub anti self cross multi semi mid inter intra de over under".split())
-_FIGURE_HEAD = lazy(r"\d+(?:\.\d+)?[kmb]?")
+_FIGURE_HEAD = lazy(r"\d+(?:\.\d+)?[kmb]?")  # "200M-row", "5-minute": a measure heading a compound
+# the heads of English compound modifiers: "X-level", "X-based", "X-side" describe, they name nothing
 _COMPOUND_HEADS = frozenset(
     "level based side wide like specific only safe aware friendly driven related free bound ready "
     "facing style sized scoped oriented centric heavy light proof enabled agnostic dependent".split()
