@@ -5,7 +5,9 @@ a time, a date, a version, an id, a hash, a path, a URL, a host, a name. One tha
 after normalization, is an invented or altered fact -- the seed's "the migration completed at
 14:02" -- and an error. What the contract does not call a literal is graded down:
 
-- a proper name no source uses (a person, a product) is a warning: an entity that appears nowhere;
+- a person no source names, as the summary's actor ("approved by Priya", "Omar said"), is a warning: an
+  entity that appears nowhere; a one-word name in any other place ("Prometheus", "HSTS", "p99") is
+  information, since it is the field's vocabulary as often as an invention (``projections.grounding.names``);
 - what a faithful summary may produce without copying it is information: a bare count ("8 ready
   issues": the summarizer counted), a capitalized word at the start of a sentence, unless the
   sources state a different count of the same thing (then it was altered: an error);
@@ -32,7 +34,7 @@ from projections.grounding.chance import singles_out
 from projections.grounding.conversions import converted, ratio_as_percent, time_in_zone
 from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
-from projections.grounding.names import acronym_stated, name_stated
+from projections.grounding.names import acronym_stated, name_stated, named_as_actor, one_word
 from projections.grounding.restated import Figures, cited_steps, derived, restated, rounded_in_dimension
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import SourceIndex, Specific, parse_number, tokens
@@ -123,7 +125,7 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
                 out.append(finding("literal", NEAR_QUOTE, "info", sp.text, why.format(q=sp.text, close=close),
                                    offset=sp.start, category="quote", near=[close] if close else []))
                 continue
-        severity = _severity(sp, near)
+        severity = _severity(sp, near, text)
         altered = sp.category == "number" and sp.noun and near and not _REMAINDER.search(text[max(0, sp.start - 16) : sp.start])
         how = computed(sp, text, index) if severity != "info" and not altered else ""
         if not how and severity != "info" and not altered and sp.category in _FIGURES:
@@ -281,7 +283,12 @@ def _listing_figure(sp: Specific, text: str, index: SourceIndex) -> bool:
     return sp.value in index.listing_lengths and sp.noun.lower() in ("line", "lines")
 
 
-def _severity(sp: Specific, near: list[str]) -> str:
+def _severity(sp: Specific, near: list[str], text: str) -> str:
+    if sp.category == "name" and not sp.weak and one_word(sp.text) and not named_as_actor(text, sp.start, sp.end):
+        # a word of the field's vocabulary as often as an invention: no evidence either way. Text with no
+        # capital at all (``weak``: XSum's lower-cased references) keeps the warning: there an unknown
+        # word is the only sign of a name, and nothing tells a product from a person
+        return "info"
     if sp.weak and sp.category == "name":
         return "warning"  # a possible name in lower-cased text (no capital to tell): one no source uses
     if sp.weak:

@@ -9,14 +9,23 @@ order (``RDS`` for "Relational Database Service"; a digit after a letter counts 
 them aside (``IAM``: "Identity and Access Management"). What no source writes in any form (a product
 a port number suggests, a field the summarizer knows from elsewhere) is still not stated: world
 knowledge grounds nothing.
+
+Nor does its absence show an invention: a word such as ``Prometheus``, ``HSTS`` or ``p99`` is the
+field's vocabulary as often as the session's, and telling which takes the world knowledge the
+checker lacks. A word name is a fact about the session when the summary makes it an actor, a person
+who did or said something there (``Ravi deployed``, ``approved by Priya``, ``escalated to Rotili``):
+``named_as_actor``. A joined identifier (``max_restarts``, ``LiveData``, ``billing-api``) is what a
+codebase makes, so it stays a literal whatever its place.
 """
 
 from __future__ import annotations
 
+import re
+
 from projections.grounding.lazy import lazy
 from projections.grounding.specifics import SourceIndex, grams, tokens
 
-__all__ = ["name_stated", "acronym_stated"]
+__all__ = ["name_stated", "acronym_stated", "one_word", "named_as_actor"]
 
 _CAMEL_PART = lazy(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _CAMEL_TOKEN = lazy(r"\b[A-Za-z][A-Za-z0-9]*[a-z0-9][A-Z][A-Za-z0-9]*\b")
@@ -24,6 +33,52 @@ _TITLE_RUN = lazy(r"\b[A-Z][a-z]+(?:[ \t]+(?:(?:of|and|for|the|on|&)[ \t]+)?[A-Z
 _SMALL_WORDS = frozenset(("of", "and", "for", "the", "on", "&"))
 _ACRONYM = lazy(r"[A-Z][A-Z0-9]{1,7}s?")
 _REPEAT = lazy(r"([a-z])([2-4])")
+
+
+_I = re.IGNORECASE
+# what a person is the agent or the addressee of: "approved by X", "escalated to X", "asked X"
+_ACT_BY = lazy(r"\b(?:approved|reviewed|requested|reported|written|filed|opened|raised|assigned|owned|signed off|"
+               r"confirmed|suggested|proposed|authored|merged|rejected|flagged|asked|decided|chosen)[ \t]+by[ \t]+$", _I)
+_ACT_TO = lazy(r"\b(?:escalated|assigned|handed(?:[ \t]+(?:it|this|off))?|delegated|forwarded|reported|messaged|"
+               r"sent|passed|talked|spoke|replied|wrote)[ \t]+(?:back[ \t]+)?to[ \t]+$", _I)
+_ADDRESSEE = lazy(r"\b(?:ask|asked|asking|tell|told|telling|ping|pinged|pinging|cc|cc'd|notify|notified|"
+                  r"thank|thanked|remind|reminded|@)[ \t]*$", _I)
+# what the name did in the session, right after it: an act in the past tense ("Ravi deployed"), or
+# what only a person does ("Priya approves", "Omar is rewriting retry")
+_PERSON_VERB = lazy(r"(?:'s[ \t]+)?[ \t]*(?:\([^)\n]{0,40}\)[ \t]*)?(?:also[ \t]+|then[ \t]+|has[ \t]+|had[ \t]+|have[ \t]+)?"
+                    r"(?:[a-z]{2,}ed|ran|wrote|made|took|sent|found|saw|gave|left|kept|broke|chose|led|put|"
+                    r"said|says|asked|asks|approved|approves|wants|wanted|agreed|agrees|decided|requested|"
+                    r"reviewed|suggested|proposed|noted|mentioned|prefers|preferred|thinks|thought|told|replied|"
+                    r"signed|confirmed|objected|insisted|promised|volunteered|owns|will[ \t]+(?:review|check|"
+                    r"look|decide|approve|handle|take|do)|is[ \t]+(?:rewriting|reviewing|working|looking|handling|"
+                    r"on[ \t]+call|out|away|owning)|(?:is|was)[ \t]+(?:the[ \t]+)?(?:owner|reviewer|on-call|oncall|"
+                    r"author|lead|maintainer))\b", _I)
+_WORD = lazy(r"[A-Za-z][A-Za-z0-9]*(?:'s)?")
+_JOINED = lazy(r"[a-z][A-Z]|[A-Z][A-Z][a-z]{2}")
+
+
+def one_word(name: str) -> bool:
+    """A name written as one word of the language's form: ``Prometheus``, ``HSTS``, ``p99``,
+    ``IPv6``; not a joined identifier (``LiveData``, ``OOMKills``, ``max_restarts``, ``billing-api``)."""
+    return bool(_WORD.fullmatch(name)) and not _JOINED.search(name)
+
+
+def named_as_actor(text: str, start: int, end: int) -> bool:
+    """The name at ``text[start:end]`` names someone who took part in the session: the subject of
+    an act in the past tense, or the agent or the addressee of an act only a person does."""
+    before = text[max(0, start - 40) : start]
+    if _ACT_BY.search(before) or _ACT_TO.search(before) or _ADDRESSEE.search(before):
+        return True
+    return bool(_PERSON_VERB.match(text, end)) and not _label_line(text, start)
+
+
+def _label_line(text: str, at: int) -> bool:
+    """The line holding ``at`` is a label, not a sentence: it ends with a colon ("Breakages left after
+    OpenRewrite:"), or is a few words without a sentence's closing mark ("Gap found")."""
+    a = text.rfind("\n", 0, at) + 1
+    b = text.find("\n", at)
+    line = text[a : b if b != -1 else len(text)].strip().strip("*").strip()
+    return line.endswith(":") or (len(line.split()) <= 4 and not line.endswith((".", "!", "?", ";", ")")))
 
 
 def _split(identifier: str) -> list[str]:

@@ -140,9 +140,27 @@ def test_a_small_count_absent_from_the_sources_is_information_not_drift():
 )
 def test_a_name_no_source_uses_is_a_warning(derived, source, value):
     """A proper name is no literal of the contract (not a quote, number, id, hash, path or time):
-    a name that appears nowhere is positive evidence of an invention, a warning."""
+    a person no source names, as the summary's actor, is positive evidence of an invention, a warning."""
     findings = [f for f in check(derived, [source]).findings if f["kind"] == UNSUPPORTED]
     assert [(f["value"], f["severity"]) for f in findings] == [(value, "warning")]
+
+
+@pytest.mark.parametrize(
+    "derived",
+    ["Latency comes from Prometheus now.", "No HSTS header is set.", "The SLO is on p999.", "It listens on IPv6 too."],
+)
+def test_a_one_word_name_that_is_no_actor_is_information(derived):
+    """A word of the field's vocabulary (a product, an acronym, a metric) in no source is no evidence
+    either way: information, never an alarm."""
+    findings = [f for f in check(derived, ["latency 1.84 s, header X-Frame-Options set, listening on 0.0.0.0"]).findings
+                if f["kind"] == UNSUPPORTED]
+    assert findings and {f["severity"] for f in findings} == {"info"}
+
+
+def test_a_joined_identifier_in_no_source_stays_an_error():
+    findings = [f for f in check("Set maxReplicas on the LiveData observer.", ["observer registered"]).findings
+                if f["kind"] == UNSUPPORTED]
+    assert [(f["value"], f["severity"]) for f in findings] == [("maxReplicas", "error"), ("LiveData", "error")]
 
 
 @pytest.mark.parametrize("word", ["Understood", "Chose", "Immediate", "Framework", "Core", "Major", "JavaScript"])
