@@ -139,6 +139,9 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
             how = summary_arithmetic(sp, text, found, lambda o: grounded(o) or summary_arithmetic(o, text, found, grounded) != "")
         if how:
             severity = "info"  # the summarizer's arithmetic, which no source prints: cannot be verified
+        elif severity != "info" and sp.category in _FIGURES and _example_of_a_proposal(text, sp.start):
+            severity = "info"
+            how = "an example in a proposal, not a fact of the session"
         what = _CATEGORY_WORDS.get(sp.category, sp.category)
         message = f"{what} {sp.text!r} is " + (
             "not in its source observation" if n_sources == 1 else f"in none of its {n_sources} source observations"
@@ -281,6 +284,21 @@ def _listing_figure(sp: Specific, text: str, index: SourceIndex) -> bool:
     if sp.value in index.line_numbers and at_line_position(text, sp.start):
         return True
     return sp.value in index.listing_lengths and sp.noun.lower() in ("line", "lines")
+
+
+# "a longer run (e.g. 5000 iterations) would show it": the figure is an example of what could be done
+_EXAMPLE_BEFORE = lazy(r"(?:\be\.g\.,?|\bfor (?:example|instance),?|\bsay,?)\s*(?:~|about\s+)?$", re.I)
+_PROPOSAL = lazy(r"\b(?:would|could|might|should|may|can|try|consider|if)\b", re.I)
+
+
+def _example_of_a_proposal(text: str, start: int) -> bool:
+    """The figure at ``start`` is given as an example ("e.g.", "for example", "say") in a sentence that
+    proposes or supposes ("would", "could", "if"): what might be done states nothing that was."""
+    if not _EXAMPLE_BEFORE.search(text[max(0, start - 20) : start]):
+        return False
+    a = max(text.rfind(". ", 0, start), text.rfind("\n", 0, start)) + 1
+    ends = [i for i in (text.find(". ", start), text.find("\n", start)) if i != -1]
+    return _PROPOSAL.search(text[a : min(ends) if ends else len(text)]) is not None
 
 
 def _severity(sp: Specific, near: list[str], text: str) -> str:

@@ -87,4 +87,26 @@ def content_words(text: str) -> set[str]:
 def at_line_position(text: str, start: int) -> bool:
     """The figure at ``start`` is a line position ("error at line 152", "L40", "x.ex:152"), not a
     count or a measure."""
-    return _LINE_POSITION.search(text[max(0, start - 8) : start]) is not None
+    return _LINE_POSITION.search(text[max(0, start - 8) : start]) is not None or _LINE_HEADER.fullmatch(
+        column_header(text, start)) is not None
+
+
+_LINE_HEADER = lazy(r"(?:lines?|ln|l|line\s*(?:no\.?|#|number))", re.IGNORECASE)
+_TABLE_RULE = lazy(r"\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*")
+
+
+def column_header(text: str, at: int) -> str:
+    """The header of the Markdown table column that holds ``text[at]`` (a cell is read with its
+    column's name: "52" under "Line" is a line position), or "" outside a table."""
+    a = text.rfind("\n", 0, at) + 1
+    if not text.startswith("|", a) and not text[a:at].lstrip().startswith("|"):
+        return ""
+    column = text.count("|", a, at)
+    lines = text[:a].split("\n")[:-1]  # the lines above, nearest last
+    for k in range(len(lines) - 1, 0, -1):
+        if _TABLE_RULE.fullmatch(lines[k]):
+            cells = lines[k - 1].split("|")
+            return cells[column].strip().strip("*`").strip() if column < len(cells) else ""
+        if "|" not in lines[k]:
+            return ""
+    return ""
