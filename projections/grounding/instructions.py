@@ -7,7 +7,9 @@ inside it cite evidence (an issue title read from a tool, "epic: …") and are c
 the ``literal`` rule, not as the user's words ("as the user asked" inside a clause points back at
 that clause). A claim whose words no user message holds (a clipped or derived word is the word it
 comes from: "ops" for "operations", "confirm" for "confirmation") is a warning (an instruction that appears nowhere); its literals that no source holds at all are errors
-of the ``literal`` rule.
+of the ``literal`` rule. A request may carry the values the session resolved the user's words to
+("keep Kotlin where it is" told as "Kotlin stays at 1.8.22"): a value the user never gave is no
+sign of invention when a source states it and the user gave that thing no other value.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import extract, tokens
-from projections.grounding.text import clip, content_words, sentences
+from projections.grounding.text import clip, content_words, sentences, stem
 
 __all__ = ["INVENTED_INSTRUCTION", "user_instructions", "INSTRUCTION_SUPPORT"]
 
@@ -93,7 +95,7 @@ def user_instructions(ev: Evidence) -> list[GroundingFinding]:
     for offset, sentence in sentences(text):
         resolved = _bare_request(sentence) is not None and _user_is_antecedent(text, offset)
         for m, claim in _requests(sentence, resolved):
-            f = _judge(sentence, offset, m, claim, user_texts, user_words, user_index)
+            f = _judge(sentence, offset, m, claim, user_texts, user_words, user_index, ev.index)
             if f is not None:
                 out.append(f)
     return out
@@ -151,7 +153,7 @@ _BECAUSE = re.compile(r"[\W\d]*(?:because|since)\s+(?:the\s+)?user\b", re.IGNORE
 
 
 def _judge(sentence: str, offset: int, m: re.Match, claim: str, user_texts: list[str],
-           user_words: list[set[str]], user_index) -> GroundingFinding | None:
+           user_words: list[set[str]], user_index, index=None) -> GroundingFinding | None:
     """A finding when no user message states the request ``claim`` (None when one does)."""
     if _quotes_a_user(claim, user_texts):
         return None  # the words quoted are the user's own
@@ -167,6 +169,9 @@ def _judge(sentence: str, offset: int, m: re.Match, claim: str, user_texts: list
     missing = [sp.text for sp in specifics if user_index is None or not user_index.supports(sp)[0]]
     if best >= INSTRUCTION_SUPPORT and not missing:
         return None
+    if best >= INSTRUCTION_SUPPORT and index is not None and _made_concrete(
+            request, [sp for sp in specifics if sp.text in missing], words, user_texts, user_words, index):
+        return None
     who = "no user message" if not user_texts else "none of the user's messages"
     why = f" (the user never mentions {', '.join(repr(x) for x in missing[:3])})" if missing else ""
     return finding(
@@ -174,6 +179,30 @@ def _judge(sentence: str, offset: int, m: re.Match, claim: str, user_texts: list
         f"the summary says the user asked for {clip(claim)!r}, which {who} among its sources says{why}",
         offset=offset + m.start(), category="instruction", support=round(best, 2),
     )
+
+
+def _made_concrete(request: str, missing: list, words: set[str], user_texts: list[str],
+                   user_words: list[set[str]], index) -> bool:
+    """The user's words, with the values the session resolved them to: every value the user never
+    gave is one a source states, and no user message that states the request's words gives the
+    thing it is said of another value ("keep Kotlin where it is" is "Kotlin stays at 1.8.22"; "keep
+    batches at 5k" is not "batches of 10k")."""
+    if not all(index.supports(sp)[0] for sp in missing):
+        return False
+    saying = [t for t, uw in zip(user_texts, user_words) if words and _shared(words, uw) / len(words) >= INSTRUCTION_SUPPORT]
+    for sp in missing:
+        head = [stem(w.lower()) for w in _WORDS.findall(request[: sp.start]) if stem(w.lower()) in words]
+        if not head:
+            continue
+        near = re.compile(r"\b" + re.escape(head[-1]) + r"\w*\b(.{0,40})", re.IGNORECASE | re.DOTALL)
+        for t in saying:
+            for m in near.finditer(t):
+                if any(o.category == sp.category and not o.weak for o in extract(m.group(1))):
+                    return False  # the user gave it a value of its own
+    return True
+
+
+_WORDS = re.compile(r"[A-Za-z][\w-]*")
 
 
 def _shared(words: set[str], user: set[str]) -> int:
