@@ -1,6 +1,7 @@
 """A name stated in another written form: the ``literal`` rule's identifier normalisation.
 
-A name is its parts, whatever case and separators join them: ``max_replicas``, ``maxReplicas``,
+A name is its parts, whatever case and separators join them, its last part in any inflection
+(``dev-dependencies`` is ``dev-dependency``, ``OOMKills`` is ``OOMKilled``): ``max_replicas``, ``maxReplicas``,
 ``max-replicas`` and ``MaxReplicas`` are one name, and a source that writes a longer identifier
 states each of its parts as a name (``Prometheus`` in ``kube-prometheus-stack``, ``prometheus.yml``
 or ``kubePrometheusStack``). An acronym is the initials of words a source writes capitalized, in
@@ -107,8 +108,34 @@ def name_stated(written: str, index: SourceIndex) -> bool:
     ps = _split(written.strip("`\"'"))
     if not ps or len(ps) > 4:
         return False
-    joined = "".join(ps)
-    return joined in index.toks or joined in index.grams or joined in _camel_parts(index)
+    head = "".join(ps[:-1])
+    camel = None
+    for last in _inflections(ps[-1]) if len(ps) > 1 else (ps[-1],):
+        joined = head + last
+        if joined in index.toks or joined in index.grams:
+            return True
+        camel = _camel_parts(index) if camel is None else camel
+        if joined in camel:
+            return True
+    return False
+
+
+def _inflections(word: str) -> tuple[str, ...]:
+    """A joined name's last part in each inflection English gives it: ``dev-dependencies`` is
+    ``dev-dependency``, ``OOMKills`` is ``OOMKilled``."""
+    if not word.isalpha() or len(word) < 3:
+        return (word,)
+    base = word
+    for suffix, repl in (("ies", "y"), ("ied", "y"), ("es", ""), ("ed", ""), ("ing", ""), ("s", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[: -len(suffix)] + repl
+            break
+    forms = {word, base, base + "s", base + "es", base + "ed", base + "d", base + "ing"}
+    if base.endswith("y"):
+        forms |= {base[:-1] + "ies", base[:-1] + "ied"}
+    if base.endswith("e"):
+        forms |= {base[:-1] + "ing"}
+    return (word, *sorted(forms - {word}))
 
 
 def _initials(index: SourceIndex) -> set[str]:
