@@ -217,10 +217,11 @@ def _stated_otherwise(sp: Specific, text: str, index: SourceIndex, found: list[S
     if sp.category == "code" and isinstance(sp.value, tuple):
         return _code_class_pattern(sp, index)
     if sp.category == "code" and re.fullmatch(r"#\d+", sp.text):
-        # a pull request or issue by number, as a tool prints it ("number": 977, pull/977)
+        # a pull request, issue or build by number, as a tool prints it ("number": 977, pull/977), or
+        # as a segment of the URL it is read from (Jenkins' .../job/main/877/consoleText)
         n = sp.text[1:]
-        return re.search(r'"number"\s*:\s*' + n + r'(?!\d)|\b(?:pull|pulls|issues?|pr|merge_requests)[/#: ]+' + n + r'(?!\d)',
-                         index.lower) is not None
+        return re.search(r'"number"\s*:\s*' + n + r'(?!\d)|\b(?:pull|pulls|issues?|pr|merge_requests)[/#: ]+' + n + r'(?!\d)'
+                         r'|https?://[^\s"\'<>]*/' + n + r'(?:/|(?![\w.-]))', index.lower) is not None
     if sp.category == "code" and "/" in sp.text and "#" in sp.text:
         repo, _, number = sp.text.lower().rpartition("#")
         return re.search(re.escape(repo) + r"/(?:issues|pull)/" + number + r"(?!\d)", index.lower) is not None
