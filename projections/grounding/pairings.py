@@ -13,6 +13,8 @@ another thing Y of X's kind (an IP address and a DNS name are not one kind of th
 changed, 368 insertions") are such a pairing too: figures with different nouns must come from one
 run. Facts from different sources about the same subject (a migration's id in one, its backfill
 count in another) are no swap: nothing there gives either of them another partner of the same kind.
+A key written with its bare value (``{"proxy-read-timeout":"60"}``, ``ttl=300``) states the pairing
+of the key with that figure in any unit the summary reads it in ("proxy-read-timeout (60s)").
 
 An output is tied to the step that raised it (steps.py): a line that credits a quoted message to a
 quoted command is a swap when that command ran, none of its runs printed the message, and a run of
@@ -454,6 +456,8 @@ def _swapped(bound: list[Specific], first: int, seen: dict[int, list[_Sighting]]
             continue  # stated together somewhere: no swap
         if v.category == "quantity" and any(_restates(v, o.sp) for s in sx for o in pairs.near(s, None, pairs.members[s.unit])):
             continue  # the sources give X v in another written form ("about 3 days" for a pod AGE of 3d2h)
+        if v.category == "quantity" and _keyed(x, v, {m for u in units_x for m in pairs.members[u]}, ev):
+            continue  # a key and its bare value ({"proxy-read-timeout":"60"} for "proxy-read-timeout (60s)")
         w = _partner(sx, kv, v, pairs, ev)  # X with another value of v's kind
         y = _partner(sv, kx, x, pairs, ev) if w is not None else None  # v with another thing of X's kind
         if w is not None and y is not None:
@@ -478,6 +482,18 @@ def _across_sentences(text: str, x: Specific, v: Specific) -> bool:
     later = max(x, v, key=lambda sp: sp.start)
     stop = _SENTENCE_BREAK.search(text, later.end)
     return not _ANAPHOR.search(text, breaks[-1].end(), stop.start() + 1 if stop else len(text))
+
+
+def _keyed(x: Specific, v: Specific, members: set[int], ev: Evidence) -> bool:
+    """A text of X's units writes X as a key with v's figure as its bare value (``"x":"60"``,
+    ``x: 60``, ``x=60``): the unit the summary adds reads the value, it states no other figure."""
+    got = written_figure(v)
+    if got is None or not got[0]:
+        return False
+    figure = got[0]
+    digits = str(int(figure)) if figure == int(figure) else repr(figure)
+    key = re.compile(re.escape(x.text.strip("`")) + r"[\"']?\s*[:=]\s*[\"']?" + re.escape(digits) + r"(?![\d.])", re.I)
+    return any(key.search(ev.index.texts[m]) for m in members if m < len(ev.index.texts))
 
 
 def _restates(v: Specific, other: Specific) -> bool:
