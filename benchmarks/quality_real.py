@@ -214,6 +214,7 @@ def real_section(drift_cases: list[dict], only_rule: str | None = None) -> list[
     lines += heldout4_lines(compactions, p, sa)
     lines += heldout5_lines(sa)
     lines += heldout6_lines(sa)
+    lines += heldout7_lines(sa)
     rows = rule_table(compactions, drift_cases, only_rule)
     lines += ["Per rule (errors and warnings; planted cases of the rule's own kinds for recall, every faithful summary for false alarms):", "",
               "| rule | principle | planted named (own kinds) | false alarms on faithful | precision | time |",
@@ -305,6 +306,14 @@ def heldout6_lines(dev_second: dict) -> list[str]:
                               "still blind: nobody developing the checker has read its cases (31 of 40 flagged by the "
                               "checker at 50efdeb, before this round's changes)",
                               real_data.second_author_heldout6_cases(), dev_second)
+
+
+def heldout7_lines(dev_second: dict) -> list[str]:
+    """The seventh set: faithful summaries only, written blind by a ninth author; still blind."""
+    return _second_only_lines(7, "written blind by a ninth author on 2026-12-03 while the checker was changed against "
+                              "sets 3-5; still blind: nobody developing the checker has read its cases (30 of 40 "
+                              "flagged by the checker at 0c00f8c, the start of that day's second round)",
+                              real_data.second_author_heldout7_cases(), dev_second)
 
 
 def _second_only_lines(number: int, provenance: str | None, second: list[dict], dev_second: dict) -> list[str]:

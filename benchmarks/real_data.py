@@ -59,6 +59,7 @@ SECOND_AUTHOR_HELDOUT4 = DATA / "second_author_heldout4.jsonl"
 # sets 5 and 6: faithful summaries only (second and third new authors of this round), no planted set
 SECOND_AUTHOR_HELDOUT5 = DATA / "second_author_heldout5.jsonl"
 SECOND_AUTHOR_HELDOUT6 = DATA / "second_author_heldout6.jsonl"
+SECOND_AUTHOR_HELDOUT7 = DATA / "second_author_heldout7.jsonl"
 
 PLANTED_KINDS = (
     "invented-quote",
@@ -176,6 +177,10 @@ def second_author_heldout6_cases() -> list[dict]:
     return _jsonl(SECOND_AUTHOR_HELDOUT6) if SECOND_AUTHOR_HELDOUT6.exists() else []
 
 
+def second_author_heldout7_cases() -> list[dict]:
+    return _jsonl(SECOND_AUTHOR_HELDOUT7) if SECOND_AUTHOR_HELDOUT7.exists() else []
+
+
 def summary_text(path: str, compaction_line: int) -> str:
     """The text of the ``isCompactSummary`` line that follows the boundary at ``compaction_line``
     (1-based), exactly as the transcript stores it."""
@@ -237,6 +242,7 @@ def _main() -> None:
         ("held-out-4 ", planted_heldout4_cases, second_author_heldout4_cases),
         ("held-out-5 ", list, second_author_heldout5_cases),
         ("held-out-6 ", list, second_author_heldout6_cases),
+        ("held-out-7 ", list, second_author_heldout7_cases),
     ]
     for name, planted, second in sets:
         kinds = collections.Counter(case["kind"] for case in planted())

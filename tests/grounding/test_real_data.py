@@ -204,8 +204,9 @@ PLANTED_SETS = {
 }
 SECOND_SETS = {
     "heldout": SECOND_HELDOUT, "heldout2": SECOND_HELDOUT2, "heldout3": SECOND_HELDOUT3, "heldout4": SECOND_HELDOUT4,
-    # sets 5 and 6: faithful summaries only, by two more authors
+    # sets 5, 6 and 7: faithful summaries only, by three more authors
     "heldout5": real_data.second_author_heldout5_cases(), "heldout6": real_data.second_author_heldout6_cases(),
+    "heldout7": real_data.second_author_heldout7_cases(),
 }
 LITERAL_KINDS = ("invented-quote", "invented-number", "invented-id")
 
