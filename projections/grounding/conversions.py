@@ -13,7 +13,8 @@ What keeps chance out, in a session of 400 sources where some figure lands near 
   widens it as ``SourceIndex`` already allows;
 - an exact conversion (120 s is 2 minutes, 2Gi is 2048Mi) is as good as the figure written verbatim;
 - a source quantity is a figure with its unit, or a bare figure with the unit its label writes
-  (``timeout_ms: 30000``, ``"size_bytes": 1024``, ``sleep 120``: POSIX sleep counts seconds);
+  (``timeout_ms: 30000``, ``"size_bytes": 1024``, ``sleep 120``: POSIX sleep counts seconds), or whose
+  language's time idiom gives it one (``500 * time.Millisecond``, ``setTimeout(f, 3100)``, ``timedelta(minutes=5)``);
 - a rounding of a source quantity is accepted only when the window is fine (at most ``FINE`` of the
   figure: a chance value rarely lands in it) or the source names what the summary's sentence names
   (``Pairing``); a printed fraction is a ratio, a quantity like these (``0.0031`` is 0.31%); any
@@ -60,6 +61,33 @@ _LABELLED = lazy(
     r"|\b(?P<code>USD|EUR|GBP)\s?(?P<amount>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![\w.])"
     r"|\bsleep\s+(?P<sleep>\d+(?:\.\d+)?)(?![\w.])",
 )
+
+# a figure a language's own time idiom gives its unit: Go's ``500 * time.Millisecond``, Java's
+# ``Duration.ofSeconds(30)`` and ``Thread.sleep(500)`` (ms), Rust's ``Duration::from_millis(250)``,
+# Python's ``time.sleep(0.5)`` (s) and ``timedelta(minutes=5)``, JavaScript's ``setTimeout(f, 3100)`` (ms)
+_NUM_ARG = r"(?P<{}>\d+(?:\.\d+)?)"
+_CODE_DURATION = lazy(
+    r"(?<![\w.])" + _NUM_ARG.format("go") + r"\s*\*\s*time\.(?P<go_unit>Nanosecond|Microsecond|Millisecond|Second|Minute|Hour)\b"
+    r"|\bDuration(?:\.of|::from_)(?P<du_unit>Millis|Seconds|Minutes|Hours|Days|millis|secs|mins)\(\s*" + _NUM_ARG.format("du") + r"L?\s*\)"
+    r"|\btimedelta\(\s*(?P<td_unit>milliseconds|seconds|minutes|hours|days)\s*=\s*" + _NUM_ARG.format("td") + r"\s*[,)]"
+    r"|\b(?:time\.sleep|asyncio\.sleep)\(\s*" + _NUM_ARG.format("pys") + r"\s*\)"
+    r"|\b(?:Thread\.sleep|setTimeout\([^;\n]{0,200}?,)\s*\(?\s*" + _NUM_ARG.format("ms") + r"L?\s*\)"
+)
+_CODE_UNITS = {"nanosecond": 1e-9, "microsecond": 1e-6, "millisecond": 1e-3, "second": 1.0, "minute": 60.0, "hour": 3600.0,
+               "millis": 1e-3, "seconds": 1.0, "secs": 1.0, "minutes": 60.0, "mins": 60.0, "hours": 3600.0, "days": 86400.0,
+               "milliseconds": 1e-3}
+
+
+def _code_durations(text: str) -> list[tuple[float, int]]:
+    """(seconds, offset) of each duration ``text`` writes in a language's time idiom."""
+    out = []
+    for m in _CODE_DURATION.finditer(text):
+        for group, unit in (("go", "go_unit"), ("du", "du_unit"), ("td", "td_unit"), ("pys", None), ("ms", None)):
+            if m.group(group) is not None:
+                factor = _CODE_UNITS[m.group(unit).lower()] if unit else (1.0 if group == "pys" else 1e-3)
+                out.append((float(m.group(group)) * factor, m.start(group)))
+                break
+    return out
 
 
 def precision(written: str) -> float:
@@ -235,6 +263,8 @@ def _quantities(index: SourceIndex) -> list[tuple[str, float, int, int]]:
             dim, factors = found
             n = float(m.group("num"))
             out.extend((dim, n * f, i, m.start("num")) for f in factors)
+        if "(" in t or "*" in t:
+            out.extend(("s", seconds, i, at) for seconds, at in _code_durations(t))
     index.derived["quantities"] = out
     return out
 
