@@ -33,7 +33,7 @@ from projections.grounding.lazy import lazy
 from projections.grounding.specifics import SourceIndex, Specific, parse_number, tokens, unit_factors, unit_of
 from projections.grounding.text import STOP_WORDS, stem
 
-__all__ = ["FINE", "ZONE_OFFSETS", "precision", "converted", "ratio_as_percent", "time_in_zone", "rounds_to"]
+__all__ = ["FINE", "ZONE_OFFSETS", "precision", "converted", "labelled_quantities", "ratio_as_percent", "time_in_zone", "rounds_to"]
 
 FINE = 0.01  # a rounding window at most this share of the figure is too narrow for chance to land in
 
@@ -233,9 +233,16 @@ def _same_value(a: Specific, b: Specific) -> bool:
 # -- quantities -------------------------------------------------------------------------------------
 
 
-def _quantities(index: SourceIndex) -> list[tuple[str, float, int, int]]:
-    """(dimension, value in the base unit, text, offset) of every source quantity: a figure with
-    its unit, and a bare figure whose label writes its unit."""
+def labelled_quantities(index: SourceIndex) -> list[tuple[str, float, int, int, bool]]:
+    """(dimension, value in the base unit, text, offset) of every source quantity whose unit is
+    written in its label or a language's idiom rather than after it (``timeout_ms: 30000``,
+    ``500 * time.Millisecond``)."""
+    return [q for q in _quantities(index) if q[4]]
+
+
+def _quantities(index: SourceIndex) -> list[tuple[str, float, int, int, bool]]:
+    """(dimension, value in the base unit, text, offset, labelled) of every source quantity: a
+    figure with its unit, and a bare figure whose label or idiom writes its unit."""
     cached = index.derived.get("quantities")
     if cached is not None:
         return cached
@@ -243,18 +250,18 @@ def _quantities(index: SourceIndex) -> list[tuple[str, float, int, int]]:
     for i, found in enumerate(index.per_text):
         for o in found:
             if o.category == "quantity":
-                out.extend((o.value[0], base, i, o.start) for base in set(o.value[1]))
+                out.extend((o.value[0], base, i, o.start, False) for base in set(o.value[1]))
     for i, t in enumerate(index.texts):
         if len(t) > 400_000 or not any(c.isdigit() for c in t):
             continue
         for m in _LABELLED.finditer(t):
             if m.group("sleep") is not None:
-                out.append(("s", float(m.group("sleep")), i, m.start("sleep")))
+                out.append(("s", float(m.group("sleep")), i, m.start("sleep"), True))
                 continue
             if m.group("code") is not None:  # "USD 18,423.77": the currency written before
                 found = unit_of(m.group("code"))
                 if found is not None:
-                    out.append((found[0], float(m.group("amount").replace(",", "")), i, m.start("amount")))
+                    out.append((found[0], float(m.group("amount").replace(",", "")), i, m.start("amount"), True))
                 continue
             unit = (m.group("u1") or m.group("u2") or m.group("u3")).lower()
             found = unit_of(unit)
@@ -262,9 +269,9 @@ def _quantities(index: SourceIndex) -> list[tuple[str, float, int, int]]:
                 continue
             dim, factors = found
             n = float(m.group("num"))
-            out.extend((dim, n * f, i, m.start("num")) for f in factors)
+            out.extend((dim, n * f, i, m.start("num"), True) for f in factors)
         if "(" in t or "*" in t:
-            out.extend(("s", seconds, i, at) for seconds, at in _code_durations(t))
+            out.extend(("s", seconds, i, at, True) for seconds, at in _code_durations(t))
     index.derived["quantities"] = out
     return out
 
@@ -282,7 +289,7 @@ def converted(sp: Specific, text: str, index: SourceIndex, *, found: list[Specif
     fine = step / 2 <= FINE * written
     plausible = Pairing(sp, text, index, list(found), units)
     # source quantities: with their unit, or bare with the unit their label writes
-    for dim_, base, i, offset in _quantities(index):
+    for dim_, base, i, offset, _ in _quantities(index):
         if dim_ != dim:
             continue
         how = next((h for f in factors if (h := rounds_to(base / f, written, step))), "")

@@ -25,7 +25,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from projections.grounding.chance import written_figure
-from projections.grounding.conversions import FINE, precision, reading
+from projections.grounding.conversions import FINE, labelled_quantities, precision, reading
 from projections.grounding.specifics import SourceIndex, Specific
 
 __all__ = ["Figures", "PAIR_BUDGET", "cited_steps", "derived", "restated", "rounded_in_dimension"]
@@ -48,8 +48,11 @@ class Figures:
     @classmethod
     def of(cls, index: SourceIndex) -> Figures:
         every = sorted(index.numbers)
+        by_dim = {d: set(v) for d, v in index.quantities.items()}
+        for dim, value, *_ in labelled_quantities(index):  # timeout_ms: 30000, 500 * time.Millisecond
+            by_dim.setdefault(dim, set()).add(value)
         return cls(tuple(every), tuple(sorted(index.bare_numbers)),
-                   {d: tuple(sorted(v)) for d, v in index.quantities.items()},
+                   {d: tuple(sorted(v)) for d, v in by_dim.items()},
                    _one_step(every) if len(every) <= PAIR_BUDGET else ())
 
 
