@@ -1211,8 +1211,22 @@ def _read(raw: str, found: list[Specific] | None, toks: list[str] | None) -> _Re
     return got
 
 
+# a JSON object in a text: a tool call's arguments as a harness records them (``Edit({"old_string": …})``)
+_JSON_OBJECT = lazy(r'\{\s*"[^"\n]{1,60}"\s*:')
+_JSON_ESCAPE = lazy(r'\\(["\\/nrt])')
+_UNESCAPED = {"n": " \n", "r": "  ", "t": " \t", '"': ' "', "\\": " \\", "/": " /"}
+
+
+def _json_decoded(text: str) -> str:
+    """``text`` with the escapes of its JSON strings read (same length, so offsets hold): the
+    file an ``Edit`` call writes has lines, and ``\\ndefmodule`` is a line that starts ``defmodule``."""
+    if "\\" not in text or not _JSON_OBJECT.search(text):
+        return text
+    return _JSON_ESCAPE.sub(lambda m: _UNESCAPED[m.group(1)], text)
+
+
 def _read_afresh(raw: str, found: list[Specific] | None, toks: list[str] | None) -> _Read:
-    t, shown, length = _without_gutter(raw)
+    t, shown, length = _without_gutter(_json_decoded(raw))
     found = found if found is not None else extract(t)
     own_tokens = toks is None
     toks = toks if toks is not None else tokens(t)
