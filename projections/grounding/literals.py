@@ -207,6 +207,8 @@ def _stated_otherwise(sp: Specific, text: str, index: SourceIndex, found: list[S
         return converted(sp, text, index, found=found, units=units) or ratio_as_percent(sp, text, index)
     if sp.category == "time":
         return time_in_zone(sp, text, index)
+    if sp.category == "date" and _date_in_a_name(sp, index):
+        return True
     if sp.category == "host" and _host_port_together(sp.text, index):
         return True
     if sp.category in ("name", "identifier", "host"):
@@ -271,6 +273,18 @@ def _count_compound(sp: Specific, index: SourceIndex) -> bool:
     if m is None or m.group(2).rstrip("s") not in common_lowercase_words() and m.group(2) not in common_lowercase_words():
         return False
     return float(m.group(1)) in index.numbers
+
+
+def _date_in_a_name(sp: Specific, index: SourceIndex) -> bool:
+    """A full date a source writes inside a file name, a branch or a tag, in ISO order with any
+    separator (``baseline-heap-2024-03-01.txt``, ``backup_20240301``): the name states the date."""
+    values = sp.value if isinstance(sp.value[0], tuple) else (sp.value,)
+    for year, month, day, _ in values:
+        if year is None or month is None or day is None:
+            continue
+        if re.search(rf"(?<!\d){year:04d}[-_.]?{month:02d}[-_.]?{day:02d}(?!\d)", index.lower):
+            return True
+    return False
 
 
 def _code_class_pattern(sp: Specific, index: SourceIndex) -> bool:
