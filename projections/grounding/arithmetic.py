@@ -23,7 +23,7 @@ from itertools import combinations
 from projections.grounding.chance import singles_out
 from projections.grounding.specifics import SourceIndex, Specific, extract, parse_number
 
-__all__ = ["MAX_FIGURES", "SUMMARY_FIGURES", "observation_arithmetic", "summary_arithmetic"]
+__all__ = ["MAX_FIGURES", "SUMMARY_FIGURES", "observation_arithmetic", "percentage_points", "summary_arithmetic"]
 
 MAX_FIGURES = 12  # more quantities of one dimension in one observation and a match could be chance
 
@@ -310,3 +310,60 @@ def _target(sp: Specific) -> tuple[str, float] | None:
         dim, values = sp.value
         return dim, float(values[0])
     return None
+
+
+# "+0.30 pp", "+0.12 to +0.81 pp", "0.4 percentage points": a difference of two percentages
+_PP_AFTER = re.compile(r"(?:\s*(?:to|-|–|…)\s*[-+−]?\d[\d.,]*)?\s*(?:pp|p\.p\.|percentage[ -]points?)\b", re.I)
+
+
+def percentage_points(sp: Specific, text: str, found: Sequence[Specific], index: SourceIndex,
+                      grounded: Callable[[Specific], bool] = lambda o: True) -> str:
+    """How the figure ``sp``, written in percentage points, is the difference of two percentages
+    the summary states together (its line and the lines of its paragraph or table above it), or
+    of two that one source observation states, or a source's fraction read as points (0.0046 is
+    "0.46 pp"); "" when it is none of these. Each percentage carries its own rounding, so the
+    difference may be off by half a step of each (8.77% - 8.30% is "0.46 pp" to within 0.01)."""
+    if sp.category != "number" or not _PP_AFTER.match(text, sp.end):
+        return ""
+    v = abs(float(sp.value))
+    step = _step(sp.text.lstrip("+-−"), v)
+    if step is None:
+        return ""
+    a = text.rfind("\n", 0, sp.start) + 1
+    top = a
+    for _ in range(12):  # the paragraph or table above: lines up to a blank one
+        prev = text.rfind("\n", 0, top - 1) + 1 if top > 0 else 0
+        if top == 0 or not text[prev : top - 1].strip():
+            break
+        top = prev
+    end = text.find("\n", sp.end)
+    end = len(text) if end < 0 else end
+    own = [o for o in found if top <= o.start < end and o.start != sp.start and _is_percent(o) and grounded(o)]
+
+    def fits(pool: Sequence[Specific]) -> bool:
+        for x, y in combinations(pool, 2):
+            sx, sy = _step(x.text, x.value[1][0]), _step(y.text, y.value[1][0])
+            slack = step / 2 + ((sx or 0) + (sy or 0)) / 2 + 1e-9 * max(v, 1.0)
+            if abs(abs(x.value[1][0] - y.value[1][0]) - v) <= slack:
+                return True
+        return False
+
+    def derived(p: Specific) -> bool:
+        pv = abs(float(p.value))
+        ps = _step(p.text.lstrip("+-−"), pv) or step
+        return any(abs(abs(x.value[1][0] - y.value[1][0]) - pv) <= ps / 2 + ((_step(x.text, x.value[1][0]) or 0) + (_step(y.text, y.value[1][0]) or 0)) / 2
+                   for x, y in combinations(own, 2))
+
+    if fits(own) and singles_out(sp, derived):
+        return "the difference of two percentages the summary states, in percentage points"
+    for group in index.per_text:
+        pcts = [o for o in group if _is_percent(o)]
+        if 2 <= len(pcts) <= MAX_FIGURES and fits(pcts):
+            return "the difference of two percentages one observation states, in percentage points"
+    if any(abs(100 * f - v) <= step / 2 + 1e-12 for f in index.bare_numbers if 0 < abs(f) < 1):
+        return "a fraction a source prints, in percentage points"
+    return ""
+
+
+def _is_percent(o: Specific) -> bool:
+    return o.category == "quantity" and o.value[0] == "%"

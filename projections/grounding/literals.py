@@ -29,7 +29,7 @@ from collections import Counter
 from difflib import SequenceMatcher
 from itertools import accumulate, compress, count
 
-from projections.grounding.arithmetic import observation_arithmetic, summary_arithmetic
+from projections.grounding.arithmetic import observation_arithmetic, percentage_points, summary_arithmetic
 from projections.grounding.chance import singles_out
 from projections.grounding.conversions import converted, ratio_as_percent, time_in_zone
 from projections.grounding.evidence import Evidence
@@ -133,6 +133,8 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
             cited = cited_steps(text, sp)
             if derived(sp, figures, cited) and singles_out(sp, lambda p: derived(p, figures, cited)):
                 how = "one step of arithmetic over two figures the sources state"
+        if not how and severity != "info" and sp.category == "number" and not _in_quote(sp, quotes):
+            how = percentage_points(sp, text, found, index, grounded)
         if not how and severity != "info" and sp.category in _FIGURES and not _in_quote(sp, quotes):
             # a figure inside a quotation is what a source is said to have printed, not arithmetic;
             # one step of chaining: "790,000", the sum of two grounded figures, may be an operand of "62%"

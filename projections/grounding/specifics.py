@@ -398,7 +398,9 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
         _deferred(
             # a rate first: "1,245/s", "2,310/sec" (the figure, per unit of time)
             rf"(?<![\w.#/:-])(?P<rnum>\d{{1,3}}(?:,\d{{3}})+|\d+)(?=/(?:s|sec|min|h|hr|day)\b)"
-            rf"|(?<![\w.#/:-])(?P<num>[-+]?(?:{_NUM}))(?:st|nd|rd|th)?(?:\s+(?P<scale>thousand|million|billion|trillion)\b)?(?![\w/]|\.\d|:\d)"
+            # a figure; a count over a count written with thousands separators ("7,190/23,808") is two
+            rf"|(?:(?<![\w.#/:-])|(?<=\d/)(?=\d{{1,3}}(?:,\d{{3}})+\b))(?P<num>[-+]?(?:{_NUM}))(?:st|nd|rd|th)?"
+            rf"(?:\s+(?P<scale>thousand|million|billion|trillion)\b)?(?![\w]|/(?!\d{{1,3}}(?:,\d{{3}})+\b)|\.\d|:\d)"
             rf"(?:(?=[ \t]+(?P<noun>[a-z][a-z-]+)))?",
             _I,
         ),
@@ -606,6 +608,11 @@ def _candidates(text: str, words: set[str]) -> dict[str, list[int]]:
             kinds = cache[tok] = _token_kinds(tok, months)
         for k in kinds:
             out[k].append(pos)
+        if tok[0].isdigit() and "/" in tok:
+            # a count over a count ("7,190/23,808"): the second figure starts after the slash
+            for i in range(pos, m.end()):
+                if text[i] == "/" and _RATIO_SLASH.match(text, i):
+                    out["number"].append(i + 1)
         if "_" in tok and "/" not in tok and "\\" not in tok:
             # a date glued after an underscore (``backfill__2024-06-15T00:00:00``, a run id) is a date
             for g in _GLUED_DATE.finditer(tok):
@@ -615,6 +622,7 @@ def _candidates(text: str, words: set[str]) -> dict[str, list[int]]:
 
 
 _GLUED_DATE = lazy(r"_(?=\d{4}-\d\d-\d\d)")
+_RATIO_SLASH = lazy(r"(?<=\d)/(?=\d{1,3}(?:,\d{3})+\b)")  # matched at the slash
 
 
 # The kinds a token can start depend only on the token (and on whether the text names a month):
@@ -1040,6 +1048,8 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
             return None  # an English compound ("OS-level", "exactly-one-worker-per-session"), not a name
         if parts[0] in _ENGLISH_PREFIXES:
             return None  # "re-import", "post-GC", "non-printable-ASCII": a prefixed word
+        if all(p in _MONTHS or p in _WEEKDAYS for p in parts):
+            return None  # "January-March", "Mon-Fri": a range of months or days, named by the calendar
         if _participle(parts[-1]) and s.split("-")[-1].islower():
             return None  # "BOM-prefixed", "UTC-parsing": a participle heads a modifier, it names nothing
         if not (set(parts) & TECH_PARTS) and not any(c.isdigit() for c in s) and not any(c.isupper() for c in s[1:]):
