@@ -115,7 +115,7 @@ def _unit(names: str, dim: str, *factors: float) -> None:
 
 _unit("ns nanosecond nanoseconds", "s", 1e-9)
 _unit("us µs microsecond microseconds", "s", 1e-6)
-_unit("ms msec msecs millisecond milliseconds", "s", 1e-3)
+_unit("ms msec msecs millis millisecond milliseconds", "s", 1e-3)
 _unit("s sec secs second seconds", "s", 1)
 _unit("m min mins minute minutes", "s", 60)
 _unit("h hr hrs hour hours", "s", 3600)
@@ -608,6 +608,10 @@ def _candidates(text: str, words: set[str]) -> dict[str, list[int]]:
             kinds = cache[tok] = _token_kinds(tok, months)
         for k in kinds:
             out[k].append(pos)
+        if ":" in tok:
+            # a key and its measure glued by a colon (the kernel's "anon-rss:7812340kB")
+            for g in _KEYED_MEASURE.finditer(tok):
+                out["quantity"].append(pos + g.start(1))
         if tok[0].isdigit() and "/" in tok:
             # a count over a count ("7,190/23,808"): the second figure starts after the slash
             for i in range(pos, m.end()):
@@ -622,6 +626,7 @@ def _candidates(text: str, words: set[str]) -> dict[str, list[int]]:
 
 
 _GLUED_DATE = lazy(r"_(?=\d{4}-\d\d-\d\d)")
+_KEYED_MEASURE = lazy(r"[A-Za-z_-]:(\d+(?:\.\d+)?[A-Za-z]{1,5})\b")
 _RATIO_SLASH = lazy(r"(?<=\d)/(?=\d{1,3}(?:,\d{3})+\b)")  # matched at the slash
 
 
