@@ -365,7 +365,12 @@ _PATTERN_SOURCES: list[tuple[str, tuple[str, int]]] = [
         ),
     ),
     # a duration written in several units ("6m40s", "1m48.2s", "2h 30m"): one quantity in seconds
-    ("duration", _deferred(r"(?<![\w.])(?:(?P<d>\d+)d ?(?=\d))?(?:(?P<h>\d+)h ?(?=\d))?(?:(?P<m>\d+)m ?(?=\d))?(?P<last>\d+(?:\.\d+)?)(?P<unit>[hms])(?![\w]|\.\d)", _I)),
+    ("duration", _deferred(
+        # "3d2h", "9h12m", "2m 3s"; spelled out, "10 minutes 22 seconds", "1 hour 15 minutes", "14 min 26 s"
+        r"(?<![\w.])(?:(?P<sh>\d+)\s?(?:hours?|hrs?)\s+(?:and\s+)?)?(?P<sm>\d+)\s?(?:minutes?|mins?)\s+(?:and\s+)?"
+        r"(?P<ss>\d+(?:\.\d+)?)\s?(?:seconds?|secs?|s)\b"
+        r"|(?<![\w.])(?P<sh2>\d+)\s?(?:hours?|hrs?)\s+(?:and\s+)?(?P<sm2>\d+)\s?(?:minutes?|mins?)\b"
+        r"|(?<![\w.])(?:(?P<d>\d+)d ?(?=\d))?(?:(?P<h>\d+)h ?(?=\d))?(?:(?P<m>\d+)m ?(?=\d))?(?P<last>\d+(?:\.\d+)?)(?P<unit>[hms])(?![\w]|\.\d)", _I)),
     (
         "currency",
         _deferred(rf"[$€£]\s?(?:{_NUM})(?:\s?(?:k|m|bn|million|billion|thousand)\b)?", _I),
@@ -950,6 +955,10 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
             value *= {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}[mult.group(1).lower()]
         return Specific("quantity", s, a, b, (sym, (_canon(value),)))
     if kind == "duration":
+        if m.group("sm") is not None or m.group("sm2") is not None:  # spelled out: one figure, not two
+            hours, minutes = m.group("sh") or m.group("sh2") or 0, m.group("sm") or m.group("sm2")
+            seconds = int(hours) * 3600 + int(minutes) * 60 + float(m.group("ss") or 0)
+            return Specific("quantity", s, a, b, ("s", (_canon(seconds),)), hedge=_hedge(text, a))
         d, h, mi, last, unit = m.group("d"), m.group("h"), m.group("m"), m.group("last"), m.group("unit").lower()
         if d is None and h is None and mi is None:
             return None  # one unit ("30s"): a plain quantity
