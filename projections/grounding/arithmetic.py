@@ -185,7 +185,8 @@ def summary_arithmetic(sp: Specific, text: str, found: Sequence[Specific],
     "1.6 per 10,000") or a restatement in another unit, which rounding makes loose, only over its
     own line and then with the nearest line above that states figures; a sum or difference exactly
     (unless hedged, "about 790,000") over the nearest figures above it; a total over the parts listed
-    with it. In each the figure must also be singled out from its neighbours (``chance``)."""
+    with it, or over a column of the Markdown table right above it. In each the figure must also be
+    singled out from its neighbours (``chance``)."""
     got = _target(sp)
     if got is None or _step(sp.text, got[1]) is None:
         return ""
@@ -214,7 +215,48 @@ def summary_arithmetic(sp: Specific, text: str, found: Sequence[Specific],
         said = _derive(sp, how, figures)
         if said and singles_out(sp, lambda p: _derive(p, how, figures)):
             return said
+    columns = _table_columns_above(text, own, [o for o in digits if o.start < own])
+    if columns and _column_total(sp, columns) and singles_out(sp, lambda p: _column_total(p, columns)):
+        return "the total of a column of the table above it"
     return ""
+
+
+def _table_columns_above(text: str, own: int, figures: Sequence[Specific]) -> list[list[float]]:
+    """The columns of the Markdown table right above the line at ``own`` (a blank line between
+    allowed): each row's figures, read left to right, as columns of two or more."""
+    end = own
+    prev_end = text.rfind("\n", 0, max(end - 1, 0))
+    if end > 0 and not text[prev_end + 1 : end - 1].strip():
+        end = prev_end + 1  # one blank line between the table and the total
+    start = end
+    while start > 0:
+        prev = text.rfind("\n", 0, start - 1) + 1
+        if not text[prev : start - 1].lstrip().startswith("|"):
+            break
+        start = prev
+    if start == end:
+        return []
+    rows: dict[int, list[float]] = {}
+    for o in figures:
+        if start <= o.start < end:
+            got = _target(o)
+            if got is not None and got[0] != "%":
+                rows.setdefault(text.rfind("\n", 0, o.start), []).append(got[1])
+    if len(rows) < 2:
+        return []
+    width = max(map(len, rows.values()))
+    return [col for k in range(width) if len(col := [r[k] for r in rows.values() if k < len(r)]) >= 2]
+
+
+def _column_total(sp: Specific, columns: list[list[float]]) -> bool:
+    got = _target(sp)
+    if got is None:
+        return False
+    step = _step(sp.text, got[1])
+    if step is None:
+        return False
+    exact = step if sp.hedge else 1e-9 * max(abs(got[1]), 1.0)
+    return any(_fits(sp, sum(col), got[1], exact) for col in columns if not _holds_its_total(col))
 
 
 def _derive(sp: Specific, how: str, figures: dict[str, list[float]]) -> str:
