@@ -9,7 +9,11 @@ that clause). A claim whose words no user message holds (a clipped or derived wo
 comes from: "ops" for "operations", "confirm" for "confirmation") is a warning (an instruction that appears nowhere); its literals that no source holds at all are errors
 of the ``literal`` rule. A request may carry the values the session resolved the user's words to
 ("keep Kotlin where it is" told as "Kotlin stays at 1.8.22"): a value the user never gave is no
-sign of invention when a source states it and the user gave that thing no other value.
+sign of invention when a source states it and the user gave that thing no other value. "as the
+user required" points back at its own clause; in a relative clause ("the fallback the user asked to
+keep is still there") the request is the noun phrase, kept; a concession after a request ("even
+though …") is the summarizer's aside; a capitalised run that spells out an acronym the user wrote
+("Mail Privacy Protection" for "MPP") is the user's word.
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ _INSTRUCTION = lazy(
 _CITED = re.compile(r"\"[^\"\n]{1,300}\"|“[^”\n]{1,300}”|`[^`\n]{1,300}`|\([^()\n]{1,300}\)")
 _APPOSITIVE = re.compile(r"\s+[-–—]\s+|,\s+(?:a|an|the|which|whose|titled|called)\s+|\s+\(")
 # the summarizer's own conclusion after the request: "asked for the first, so ops-7m2 is the task"
-_CONSEQUENCE = re.compile(r",\s+(?:and\s+)?(?:so|therefore|hence|thus)\s+|;\s+")
+_CONSEQUENCE = re.compile(r",\s+(?:and\s+)?(?:so|therefore|hence|thus)\s+|;\s+"
+                          r"|,?\s+(?:even\s+though|although|though|whereas)\s+")  # a concession is the summarizer's aside
 # verbs coordinated with a sentence whose subject is the user share that subject:
 # "User interrupted the wait, said "check again" and asked not to …"
 _USER_WORD = re.compile(r"\buser\b", re.IGNORECASE)
@@ -69,6 +74,7 @@ _PRONOUN_REQUEST = lazy(
 )
 _MARKER_PREFIX = re.compile(r"[\W\d]*")
 _AS_ASKED = re.compile(r"as\s+(?:the\s+)?user\s+\w+", re.IGNORECASE)
+_AS_BEFORE = re.compile(r"\bas\s+$", re.IGNORECASE)  # "built as online DDL as the user required"
 # what makes the user that subject: a heading that lists the user's words ("6. All user messages:"), or
 # an earlier sentence of the same paragraph whose request is the user's ("User asked to …. They also …")
 _USER_HEADING = lazy(r"^[\W\d]*(?:all\s+)?(?:the\s+)?user(?:'s)?\s+(?:messages?|requests?|instructions?|feedback|asks?)\b",
@@ -135,16 +141,50 @@ def _requests(sentence: str, resolved: bool = False) -> list[tuple[re.Match, str
         if _BECAUSE.match(sentence) and (comma := sentence.find(",", m.end())) > 0:
             end = min(end, comma)  # "Because the user asked for X, Y": Y is what the summarizer did about it
         claim = sentence[m.end() : end].strip(" :,.-")
-        if len(claim) < 3 and i == 0:
-            claim = sentence[: m.start()].strip(" :,.-")  # "Keep v1 until Friday, as the user asked."
-        elif i == 0 and _AS_ASKED.fullmatch(m.group(0)):
+        as_asked = _AS_ASKED.fullmatch(m.group(0)) or _AS_BEFORE.search(sentence, 0, m.start())
+        if i == 0 and as_asked and not _MARKER_PREFIX.fullmatch(sentence[: m.start()].replace("as", "", 1)):
             # "…, rounded to the nearest hundred as the user asked: EC2 $18,400": inside its clause,
             # "as the user asked" points back at it ("Recap: as the user asked, web …" opens one)
-            before = sentence[: m.start()].rstrip(" ,")  # "(no manual state surgery, as the user asked)"
+            before = _AS_BEFORE.sub("", sentence[: m.start()]).rstrip(" ,")  # "(no manual state surgery, as the user asked)"
             own = before[max(before.rfind(c) for c in ",;:(") + 1 :].strip(" :,.-")
-            claim = own if own and not _MARKER_PREFIX.fullmatch(own) else claim
+            if own and not _MARKER_PREFIX.fullmatch(own) and len(own.split()) >= 3:
+                claim = own
+            elif own and len(claim) < 3:  # "still `false`, untouched, as the user asked": a bare predicate
+                claim = before.strip(" :,.-")  # is said of what the sentence names before it
+        elif (rel := _antecedent(sentence, m)) is not None:
+            # "the root_path fallback the user asked to keep is still there": the request is its noun
+            # phrase, kept; what the sentence goes on to say of it is the summarizer's
+            verb = _TO_VERB.match(sentence, m.end())
+            claim = f"{verb.group(1)} {rel}" if verb else rel
+        elif len(claim) < 3 and i == 0:
+            claim = sentence[: m.start()].strip(" :,.-")  # "Keep v1 until Friday, as the user asked."
         out.append((m, claim))
     return out
+
+
+# a request in a relative clause: "the <noun phrase> the user asked (to keep)"
+_DETERMINER = re.compile(r"\b(?:the|a|an|this|these|those|its|their|your)\s+", re.I)
+_NOUN_PHRASE = re.compile(r"(?:[\w`'./-]+\s+){0,5}[\w`'./-]+", re.I)
+_TO_VERB = re.compile(r"\s+to\s+([a-z]+)\b", re.I)
+_NOT_NOUN = frozenset("that which what who as because since so and or but if when where how why than then also "
+                      "is are was were be been has have had do does did not".split())
+
+
+def _antecedent(sentence: str, m: re.Match) -> str | None:
+    """The noun phrase a request mark directly follows, when the mark opens a relative clause on it
+    ("the fallback the user asked to keep"); None when the mark follows anything else."""
+    if not m.group(0).lower().startswith(("the user", "user")):
+        return None
+    before = sentence[: m.start()]
+    last = None
+    for last in _DETERMINER.finditer(before):
+        pass
+    if last is None:
+        return None
+    phrase = before[last.end() :].strip()
+    if not _NOUN_PHRASE.fullmatch(phrase) or phrase.split()[-1].lower() in _NOT_NOUN:
+        return None
+    return phrase
 
 
 # what the user may want, put as a condition: "Next, if the user wants fixes: …", "unless the user prefers …"
@@ -165,6 +205,10 @@ def _judge(sentence: str, offset: int, m: re.Match, claim: str, user_texts: list
     specifics = [sp for sp in extract(request) if not sp.weak and sp.category != "quote"]
     if not words and not specifics:
         return None
+    if words:
+        # a capitalised run that spells out an acronym the user wrote is the user's word for it
+        # ("Mail Privacy Protection" for the user's "MPP")
+        user_words = [uw | _spelled_out(request, t) for uw, t in zip(user_words, user_texts)]
     best = max((_shared(words, uw) / len(words) for uw in user_words), default=0.0) if words else 1.0
     missing = [sp.text for sp in specifics if user_index is None or not user_index.supports(sp)[0]]
     if best >= INSTRUCTION_SUPPORT and not missing:
@@ -203,6 +247,25 @@ def _made_concrete(request: str, missing: list, words: set[str], user_texts: lis
 
 
 _WORDS = re.compile(r"[A-Za-z][\w-]*")
+
+
+_CAPITAL_RUN = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+){1,5}\b")
+_ACRONYM = re.compile(r"\b[A-Z]{2,6}\b")
+
+
+def _spelled_out(request: str, user_text: str) -> set[str]:
+    """The claim's words of each capitalised run whose initials are an acronym ``user_text`` writes."""
+    acronyms = set(_ACRONYM.findall(user_text))
+    out: set[str] = set()
+    if not acronyms:
+        return out
+    for run in _CAPITAL_RUN.finditer(request):
+        parts = run.group(0).split()
+        for a in range(len(parts)):
+            for b in range(a + 2, len(parts) + 1):
+                if "".join(p[0] for p in parts[a:b]) in acronyms:
+                    out |= content_words(" ".join(parts[a:b]))
+    return out
 
 
 def _shared(words: set[str], user: set[str]) -> int:
