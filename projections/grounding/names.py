@@ -70,7 +70,13 @@ def named_as_actor(text: str, start: int, end: int) -> bool:
     before = text[max(0, start - 40) : start]
     if _ACT_BY.search(before) or _ACT_TO.search(before) or _ADDRESSEE.search(before):
         return True
-    return bool(_PERSON_VERB.match(text, end)) and not _label_line(text, start)
+    return bool(_PERSON_VERB.match(text, end)) and not _label_line(text, start) and not _DETERMINED.search(
+        text[max(0, start - 30) : start])
+
+
+# a name after an article or a determiner names a thing ("a months CTE computed", "the Kafka broker
+# restarted"), not a person
+_DETERMINED = lazy(r"\b(?:the|a|an|this|that|these|those|its|our|their|each|every)(?:[ \t]+[\w-]+)?[ \t]+$", _I)
 
 
 def _label_line(text: str, at: int) -> bool:

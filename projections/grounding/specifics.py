@@ -996,6 +996,8 @@ def _make(kind: str, m: re.Match[str], text: str) -> Specific | None:
     if kind == "identifier":
         if _ORDINAL.fullmatch(s) or _LETTER_DIGIT.fullmatch(s):
             return None
+        if s.count("-") >= 3 and any(len(w) > 1 and w in _FUNCTION_WORDS for w in s.lower().split("-")):
+            return None  # "exit-1-on-missing-directory": an English compound modifier, as for kebab names
         if _XX.fullmatch(s):  # "5xx errors" for a 503 in the sources
             return Specific("code", s, a, b, ("xx", int(s[0])))
         if _DOTTED_NUMBER.fullmatch(s):  # numeric ranges or dotted numbers: left to number
