@@ -203,6 +203,11 @@ def summary_arithmetic(sp: Specific, text: str, found: Sequence[Specific],
     windows.append((f"rate:{per.group(1).replace(',', '') if per else ''}", windows[0][1]))
     windows.append((windows[-1][0], windows[1][1]))
     windows.append(("exact", above[-SUMMARY_FIGURES:]))
+    # a share of a total the summary names anywhere above ("Total v1 traffic: 2,102,207 calls", then a
+    # key's "1,843,302 | ~87.7%")
+    totals = [o for o in above if o.start < own and _TOTAL_BEFORE.search(text, max(0, o.start - 30), o.start)]
+    if totals and got[0] == "%":
+        windows.append(("local", windows[0][1] + totals))
     # a figure in words counts the parts ("the three logs (14, 9 and 11)"), it is not one of them
     digits = [o for o in above if any(c.isdigit() for c in o.text)]
     # the parts a total adds up are listed before it on its line, or after it in its sentence ("34
@@ -306,6 +311,7 @@ def _derive(sp: Specific, how: str, figures: dict[str, list[float]]) -> str:
     return ""
 
 
+_TOTAL_BEFORE = re.compile(r"\b(?:total|overall|in all|altogether|sum)\b[^.\n]{0,25}$", re.I)
 _PER = re.compile(r"\s*(?:per|/|in\s+every)\s+(\d{1,3}(?:,\d{3})+|\d+)\b", re.I)
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d+[.)])\s")
