@@ -1240,12 +1240,15 @@ def _read(raw: str, found: list[Specific] | None, toks: list[str] | None) -> _Re
 # a JSON object in a text: a tool call's arguments as a harness records them (``Edit({"old_string": …})``)
 _JSON_OBJECT = lazy(r'\{\s*"[^"\n]{1,60}"\s*:')
 _JSON_ESCAPE = lazy(r'\\(["\\/nrt])')
-_UNESCAPED = {"n": " \n", "r": "  ", "t": " \t", '"': ' "', "\\": " \\", "/": " /"}
+# the escapes read as blanks, not as line breaks: the arguments stay one line of the call, as the
+# pairing rule's line windows have always seen them
+_UNESCAPED = {"n": "  ", "r": "  ", "t": "  ", '"': ' "', "\\": " \\", "/": " /"}
 
 
 def _json_decoded(text: str) -> str:
-    """``text`` with the escapes of its JSON strings read (same length, so offsets hold): the
-    file an ``Edit`` call writes has lines, and ``\\ndefmodule`` is a line that starts ``defmodule``."""
+    """``text`` with the escapes of its JSON strings read as blanks (same length, so offsets hold):
+    in the file an ``Edit`` call writes, ``\\ndefmodule`` is a line that starts ``defmodule``, not a
+    word ``ndefmodule``."""
     if "\\" not in text or not _JSON_OBJECT.search(text):
         return text
     return _JSON_ESCAPE.sub(lambda m: _UNESCAPED[m.group(1)], text)
