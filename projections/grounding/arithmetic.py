@@ -63,7 +63,7 @@ def _combined(sp: Specific, dim: str, values: tuple[float, ...], step: float, sa
     if 2 <= len(of_dim) <= MAX_FIGURES:
         for r, v in enumerate(values):
             figures = [q.value[1][min(r, len(q.value[1]) - 1)] for q in of_dim]
-            for column in _columns(said, of_dim, r):
+            for column in _columns(said, of_dim, lambda q, r=r: q.value[1][min(r, len(q.value[1]) - 1)]):
                 if not _holds_its_total(column) and _fits(sp, sum(column), v, step * v / values[0]):
                     return "the total of a column of figures one observation states"
             for x, y in combinations(figures, 2):
@@ -78,15 +78,15 @@ def _combined(sp: Specific, dim: str, values: tuple[float, ...], step: float, sa
     return ""
 
 
-def _columns(text: str, quantities: Sequence[Specific], r: int) -> list[list[float]]:
-    """The columns of a table: the k-th of ``quantities`` on each line of ``text``, over two or
-    more lines."""
+def _columns(text: str, figures: Sequence[Specific], value: Callable[[Specific], float]) -> list[list[float]]:
+    """The columns of a table: the k-th ``value`` of ``figures`` on each line of ``text``, over two
+    or more lines."""
     rows: list[list[float]] = []
     last_end = 0
-    for q in quantities:
+    for q in figures:
         if not rows or text.count("\n", last_end, q.start):
             rows.append([])
-        rows[-1].append(q.value[1][min(r, len(q.value[1]) - 1)])
+        rows[-1].append(value(q))
         last_end = q.end
     if len(rows) < 2:
         return []
@@ -228,7 +228,7 @@ def summary_arithmetic(sp: Specific, text: str, found: Sequence[Specific],
 
 def _table_columns_above(text: str, own: int, figures: Sequence[Specific]) -> list[list[float]]:
     """The columns of the Markdown table right above the line at ``own`` (a blank line between
-    allowed): each row's figures, read left to right, as columns of two or more."""
+    allowed): each row's figures, read left to right (``_columns``)."""
     end = own
     prev_end = text.rfind("\n", 0, max(end - 1, 0))
     if end > 0 and not text[prev_end + 1 : end - 1].strip():
@@ -239,18 +239,8 @@ def _table_columns_above(text: str, own: int, figures: Sequence[Specific]) -> li
         if not text[prev : start - 1].lstrip().startswith("|"):
             break
         start = prev
-    if start == end:
-        return []
-    rows: dict[int, list[float]] = {}
-    for o in figures:
-        if start <= o.start < end:
-            got = _target(o)
-            if got is not None and got[0] != "%":
-                rows.setdefault(text.rfind("\n", 0, o.start), []).append(got[1])
-    if len(rows) < 2:
-        return []
-    width = max(map(len, rows.values()))
-    return [col for k in range(width) if len(col := [r[k] for r in rows.values() if k < len(r)]) >= 2]
+    cells = [o for o in figures if start <= o.start < end and (t := _target(o)) is not None and t[0] != "%"]
+    return _columns(text, cells, lambda o: _target(o)[1]) if start < end else []
 
 
 def _column_total(sp: Specific, columns: list[list[float]]) -> bool:
@@ -388,29 +378,29 @@ def percentage_points(sp: Specific, text: str, found: Sequence[Specific], index:
     end = len(text) if end < 0 else end
     own = [o for o in found if top <= o.start < end and o.start != sp.start and _is_percent(o) and grounded(o)]
 
-    def fits(pool: Sequence[Specific]) -> bool:
-        for x, y in combinations(pool, 2):
-            sx, sy = _step(x.text, x.value[1][0]), _step(y.text, y.value[1][0])
-            slack = step / 2 + ((sx or 0) + (sy or 0)) / 2 + 1e-9 * max(v, 1.0)
-            if abs(abs(x.value[1][0] - y.value[1][0]) - v) <= slack:
-                return True
-        return False
-
-    def derived(p: Specific) -> bool:
+    def neighbour(p: Specific) -> bool:
         pv = abs(float(p.value))
-        ps = _step(p.text.lstrip("+-−"), pv) or step
-        return any(abs(abs(x.value[1][0] - y.value[1][0]) - pv) <= ps / 2 + ((_step(x.text, x.value[1][0]) or 0) + (_step(y.text, y.value[1][0]) or 0)) / 2
-                   for x, y in combinations(own, 2))
+        return _points_between(pv, _step(p.text.lstrip("+-−"), pv) or step, own)
 
-    if fits(own) and singles_out(sp, derived):
+    if _points_between(v, step, own) and singles_out(sp, neighbour):
         return "the difference of two percentages the summary states, in percentage points"
     for group in index.per_text:
         pcts = [o for o in group if _is_percent(o)]
-        if 2 <= len(pcts) <= MAX_FIGURES and fits(pcts):
+        if 2 <= len(pcts) <= MAX_FIGURES and _points_between(v, step, pcts):
             return "the difference of two percentages one observation states, in percentage points"
     if any(abs(100 * f - v) <= step / 2 + 1e-12 for f in index.bare_numbers if 0 < abs(f) < 1):
         return "a fraction a source prints, in percentage points"
     return ""
+
+
+def _points_between(v: float, step: float, pool: Sequence[Specific]) -> bool:
+    """Do two percentages of ``pool`` differ by ``v`` points, written to ``step``? Each percentage
+    carries half a step of its own rounding."""
+    for x, y in combinations(pool, 2):
+        slack = step / 2 + ((_step(x.text, x.value[1][0]) or 0) + (_step(y.text, y.value[1][0]) or 0)) / 2
+        if abs(abs(x.value[1][0] - y.value[1][0]) - v) <= slack + 1e-9 * max(v, 1.0):
+            return True
+    return False
 
 
 def _is_percent(o: Specific) -> bool:

@@ -234,9 +234,8 @@ def _same_value(a: Specific, b: Specific) -> bool:
 
 
 def labelled_quantities(index: SourceIndex) -> list[tuple[str, float, int, int, bool]]:
-    """(dimension, value in the base unit, text, offset) of every source quantity whose unit is
-    written in its label or a language's idiom rather than after it (``timeout_ms: 30000``,
-    ``500 * time.Millisecond``)."""
+    """The quantities of ``_quantities`` whose unit is written in their label or a language's
+    idiom rather than after them (``timeout_ms: 30000``, ``500 * time.Millisecond``)."""
     return [q for q in _quantities(index) if q[4]]
 
 

@@ -22,6 +22,7 @@ import re
 
 from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
+from projections.grounding.names import spelled_out
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import extract, tokens
 from projections.grounding.text import clip, content_words, sentences, stem
@@ -249,23 +250,13 @@ def _made_concrete(request: str, missing: list, words: set[str], user_texts: lis
 _WORDS = re.compile(r"[A-Za-z][\w-]*")
 
 
-_CAPITAL_RUN = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+){1,5}\b")
 _ACRONYM = re.compile(r"\b[A-Z]{2,6}\b")
 
 
 def _spelled_out(request: str, user_text: str) -> set[str]:
     """The claim's words of each capitalised run whose initials are an acronym ``user_text`` writes."""
     acronyms = set(_ACRONYM.findall(user_text))
-    out: set[str] = set()
-    if not acronyms:
-        return out
-    for run in _CAPITAL_RUN.finditer(request):
-        parts = run.group(0).split()
-        for a in range(len(parts)):
-            for b in range(a + 2, len(parts) + 1):
-                if "".join(p[0] for p in parts[a:b]) in acronyms:
-                    out |= content_words(" ".join(parts[a:b]))
-    return out
+    return {w for run in spelled_out(request, acronyms) for w in content_words(run)} if acronyms else set()
 
 
 def _shared(words: set[str], user: set[str]) -> int:

@@ -26,7 +26,7 @@ import re
 from projections.grounding.lazy import lazy
 from projections.grounding.specifics import SourceIndex, grams, tokens
 
-__all__ = ["name_stated", "acronym_stated", "one_word", "named_as_actor"]
+__all__ = ["name_stated", "acronym_stated", "one_word", "named_as_actor", "spelled_out"]
 
 _CAMEL_PART = lazy(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _CAMEL_TOKEN = lazy(r"\b[A-Za-z][A-Za-z0-9]*[a-z0-9][A-Z][A-Za-z0-9]*\b")
@@ -154,12 +154,28 @@ def _initials(index: SourceIndex) -> set[str]:
             if len(t) > 400_000:
                 continue
             for m in _TITLE_RUN.finditer(t):
-                letters = "".join(w[0].lower() for w in m.group(0).split() if w not in _SMALL_WORDS)
+                letters = _letters(m.group(0)).lower()
                 for a in range(len(letters)):
                     for b in range(a + 3, min(len(letters), a + 8) + 1):
                         cached.add(letters[a:b])
         index.derived["initials"] = cached
     return cached
+
+
+def _letters(run: str) -> str:
+    """The initials of a run of capitalized words, small words between them aside."""
+    return "".join(w[0] for w in run.split() if w not in _SMALL_WORDS)
+
+
+def spelled_out(text: str, acronyms: set[str]) -> list[str]:
+    """Each run of capitalized words in ``text`` whose initials are one of ``acronyms``, the way a
+    source spells the acronym out ("Mail Privacy Protection" for "MPP")."""
+    out = []
+    for m in _TITLE_RUN.finditer(text):
+        words = [w for w in m.group(0).split() if w not in _SMALL_WORDS]
+        out += [" ".join(words[a:b]) for a in range(len(words)) for b in range(a + 2, len(words) + 1)
+                if _letters(" ".join(words[a:b])) in acronyms]
+    return out
 
 
 def acronym_stated(written: str, index: SourceIndex) -> bool:

@@ -102,11 +102,16 @@ def column_header(text: str, at: int) -> str:
     if not text.startswith("|", a) and not text[a:at].lstrip().startswith("|"):
         return ""
     column = text.count("|", a, at)
-    lines = text[:a].split("\n")[:-1]  # the lines above, nearest last
-    for k in range(len(lines) - 1, 0, -1):
-        if _TABLE_RULE.fullmatch(lines[k]):
-            cells = lines[k - 1].split("|")
+    end = a - 1  # walk the lines above, nearest first, to the table's rule line
+    while end > 0:
+        start = text.rfind("\n", 0, end) + 1
+        line = text[start:end]
+        if _TABLE_RULE.fullmatch(line):
+            if start == 0:
+                return ""
+            cells = text[text.rfind("\n", 0, start - 1) + 1 : start - 1].split("|")
             return cells[column].strip().strip("*`").strip() if column < len(cells) else ""
-        if "|" not in lines[k]:
+        if "|" not in line:
             return ""
+        end = start - 1
     return ""
