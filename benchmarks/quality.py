@@ -354,7 +354,7 @@ def xsum_table(x: dict) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=["drift", "xsum", "real"], default=None)
-    ap.add_argument("--rule", default=None, help="report one rule's line only (its code: literal, merged, instruction, completion, status, pairing)")
+    ap.add_argument("--rule", default=None, help="report one rule's line only (its code: literal, merged, instruction, completion, plan, status, pairing)")
     ap.add_argument("--xsum", type=Path, default=XSUM)
     ap.add_argument("--split", default="test", choices=["dev", "test"], help="drift-set split to report")
     ap.add_argument("--no-write", action="store_true")

@@ -34,14 +34,14 @@ from projections.grounding import RULES, Evidence, Source, SourceIndex, check
 from projections.grounding.evidence import source_of
 
 LOUD = ("error", "warning")
-# which rule is meant to name each planted kind (for the per-rule table)
+# which rules are meant to name each planted kind (for the per-rule table)
 PLANTED_RULE = {
-    "invented-quote": "literal",
-    "invented-number": "literal",
-    "invented-id": "literal",
-    "invented-instruction": "instruction",
-    "false-completion": "completion",
-    "swapped-pairing": "pairing",
+    "invented-quote": ("literal",),
+    "invented-number": ("literal",),
+    "invented-id": ("literal",),
+    "invented-instruction": ("instruction",),
+    "false-completion": ("completion", "plan"),
+    "swapped-pairing": ("pairing",),
 }
 
 
@@ -149,7 +149,7 @@ def rule_table(compactions: list[Compaction], drift_cases: list[dict], only: str
         for code, found in run(planted, c.sources, c.index).items():
             hit = any(start <= f.get("offset", -1) < end for f in found)
             rows[code]["tp"] += hit
-            if PLANTED_RULE.get(case["kind"]) == code:
+            if code in PLANTED_RULE.get(case["kind"], ()):
                 rows[code]["targets"] += 1
                 rows[code]["hits_on_target"] += hit
     faithful_texts = [(c.summary, c.sources, c.index) for c in compactions]

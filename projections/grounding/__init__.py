@@ -9,6 +9,7 @@ a short code, run over one ``Evidence`` (the derived text, its sources, the inde
 | ``merged`` | ``merged-events`` | events the sources keep apart are not told as one |
 | ``instruction`` | ``invented-instruction`` | what the user asked for is in the user's own words |
 | ``completion`` | ``unsupported-completion`` | work claimed done is not contradicted, and happened at all |
+| ``plan`` | ``contradicts-own-plan`` | work claimed done is not what the summary's own plan still lists |
 | ``status`` | ``status-flip`` | a status is not the opposite of what the sources say |
 | ``pairing`` | ``swapped-pairing`` | a fact is not one the sources give to something else |
 
@@ -29,6 +30,7 @@ from projections.grounding import completions as _completions  # noqa: F401  (re
 from projections.grounding import instructions as _instructions  # noqa: F401
 from projections.grounding import literals as _literals  # noqa: F401
 from projections.grounding import merged as _merged  # noqa: F401
+from projections.grounding import own_plan as _own_plan  # noqa: F401
 from projections.grounding import pairings as _pairings  # noqa: F401
 from projections.grounding import statuses as _statuses  # noqa: F401
 from projections.grounding.completions import UNSUPPORTED_COMPLETION
@@ -37,6 +39,7 @@ from projections.grounding.evidence import Evidence, Source, as_sources
 from projections.grounding.instructions import INVENTED_INSTRUCTION
 from projections.grounding.literals import NEAR_QUOTE, UNSUPPORTED, unsupported
 from projections.grounding.merged import MERGED, merged_events
+from projections.grounding.own_plan import CONTRADICTS_OWN_PLAN
 from projections.grounding.pairings import SWAPPED_PAIRING
 from projections.grounding.registry import RULES, GroundingFinding, Rule, finding, rule
 from projections.grounding.specifics import SourceIndex, Specific, extract, grams, tokens
@@ -70,10 +73,11 @@ __all__ = [
     "STATUS_FLIP",
     "SWAPPED_PAIRING",
     "CLAIM_KINDS",
+    "CONTRADICTS_OWN_PLAN",
     "DRIFT_KINDS",
 ]
 
-CLAIM_KINDS = (INVENTED_INSTRUCTION, UNSUPPORTED_COMPLETION, STATUS_FLIP, SWAPPED_PAIRING)
+CLAIM_KINDS = (INVENTED_INSTRUCTION, UNSUPPORTED_COMPLETION, CONTRADICTS_OWN_PLAN, STATUS_FLIP, SWAPPED_PAIRING)
 DRIFT_KINDS = (UNSUPPORTED, MERGED, *CLAIM_KINDS)  # the finding kinds that mean a summary drifted
 
 

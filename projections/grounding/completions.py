@@ -43,7 +43,7 @@ from projections.grounding.specifics import tokens
 from projections.grounding.text import STOP_WORDS, sentences, stem
 from projections.grounding.vocabulary import known_words
 
-__all__ = ["UNSUPPORTED_COMPLETION", "completions", "ACTIVITIES"]
+__all__ = ["UNSUPPORTED_COMPLETION", "completions", "ACTIVITIES", "NOT_DONE", "plan_sections"]
 
 UNSUPPORTED_COMPLETION = "unsupported-completion"
 
@@ -221,7 +221,7 @@ _SAID = 2
 _STATE = lazy(r"\b(?:pass(?:es|ing)?|is|are|green|live|compiles?|succeeds)\b", _I)
 
 # a sentence that claims nothing done: a negation, a plan, a partial state, a condition
-_NOT_DONE = lazy(
+NOT_DONE = lazy(
     r"\b(?:not|never|nothing|none|neither|nor|no\s+longer|\w+n['’]t|without|yet\s+to|still\s+(?:fail|red|need)|will|would|going\s+to|"
     r"to\s+be|needs?\s+to|should|must|plan(?:s|ned)?\s+to|next|remaining|pending|todo|half|partial(?:ly)?|"
     r"in\s+progress|once|if|until|unless|whether|attempt(?:ed|ing)?|tr(?:y|ied|ying)\s+to)\b",
@@ -260,7 +260,7 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
     if not claimed and not _RAN.search(text) and not _BY_MEANS.search(text) and not _ADDED.search(text) and not _INTO.search(text) \
             and not _TESTS_WRITTEN.search(text):
         return []
-    plans = _plan_sections(text)
+    plans = plan_sections(text)
     conversation = [(i, ev.sources[i]) for i in ev.conversation]
     # asking for the work is not doing it: a user's request is no outcome; nor is a tool call's own
     # text (the command, the file text it writes): its output says how it went
@@ -617,7 +617,7 @@ def _claims(text: str, claim_rx: re.Pattern[str], plans: list[tuple[int, int]]):
             if _NOT_YET.search(sentence[max(0, m.start() - 40) : m.start()]):
                 continue  # "look before anything is committed", "(no changes pushed)": it has not happened
             clause = _clause_around(sentence, m.start(), m.end())
-            if not _NOT_DONE.search(clause):
+            if not NOT_DONE.search(clause):
                 yield offset + m.start(), m.group(0), clause
                 break
 
@@ -678,7 +678,7 @@ def _shown(text: str, outcomes, patterns, said_rx) -> tuple[int, int, set[str], 
             start = text.rfind("\n", 0, m.start()) + 1
             end = text.find("\n", m.end())
             line = text[start : end if end >= 0 else len(text)]
-            if not _NOT_DONE.search(line):
+            if not NOT_DONE.search(line):
                 said.append((start, line))
     if last is None and not said:
         return None
@@ -725,7 +725,7 @@ def _clause_around(sentence: str, start: int, end: int) -> str:
     return sentence[left : min(rights) if rights else hi]
 
 
-def _plan_sections(text: str) -> list[tuple[int, int]]:
+def plan_sections(text: str) -> list[tuple[int, int]]:
     """[start, end) of every section headed as a plan, up to the next heading."""
     headings = [(m.start(), m.end()) for m in _HEADING.finditer(text)]
     out = []

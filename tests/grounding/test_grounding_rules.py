@@ -15,7 +15,7 @@ CASES = [(code, i, case) for code, rule in RULES.items() for i, case in enumerat
 
 
 def test_every_rule_has_a_code_a_principle_and_cases_on_both_sides():
-    assert set(RULES) == {"literal", "merged", "instruction", "completion", "status", "pairing"}
+    assert set(RULES) == {"literal", "merged", "instruction", "completion", "plan", "status", "pairing"}
     for code, rule in RULES.items():
         assert rule.principle.endswith(".") and rule.kinds
         expects = [bool(c["expect"]) for c in rule.cases()]
