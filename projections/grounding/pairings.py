@@ -452,7 +452,14 @@ def _swapped(bound: list[Specific], first: int, seen: dict[int, list[_Sighting]]
         sx, sv = seen[x.start], seen[v.start]
         units_x = {s.unit for s in sx}
         units_v = {s.unit for s in sv}
-        if units_x & units_v or _together(x, units_v, pairs, ev) or _together(v, units_x, pairs, ev):
+        shared = units_x & units_v
+        # a listing's records weigh only against a clause that binds X to v directly ("resolved
+        # opentelemetry_phoenix to 0.3.0"), not against a line listing records of its own
+        direct = shared and not _CLAUSE_CUT.search(ev.text, min(x.end, v.end), max(x.start, v.start))
+        listed = _listed_apart(x, v, sx, sv, shared, pairs) if direct else None
+        if listed is not None:
+            return x, v, listed[0].sp, listed[1].sp
+        if shared or _together(x, units_v, pairs, ev) or _together(v, units_x, pairs, ev):
             continue  # stated together somewhere: no swap
         if v.category == "quantity" and any(_restates(v, o.sp) for s in sx for o in pairs.near(s, None, pairs.members[s.unit])):
             continue  # the sources give X v in another written form ("about 3 days" for a pod AGE of 3d2h)
@@ -462,6 +469,59 @@ def _swapped(bound: list[Specific], first: int, seen: dict[int, list[_Sighting]]
         y = _partner(sv, kx, x, pairs, ev) if w is not None else None  # v with another thing of X's kind
         if w is not None and y is not None:
             return x, v, w.sp, y.sp
+    return None
+
+
+def _listed_apart(x: Specific, v: Specific, sx: list[_Sighting], sv: list[_Sighting], shared: set[int],
+                  pairs: _Pairs) -> tuple[_Sighting, _Sighting] | None:
+    """(X's value w, v's thing Y) when every unit that states both X and v lists them apart: each in
+    a record of its own that gives it a partner of the other's kind. A record is the line
+    (``opentelemetry_bandit 0.3.0`` above ``opentelemetry_phoenix 2.0.1``), or, for a line with no
+    such partner, its paragraph (a "### opentelemetry_phoenix" heading over its "Latest Version:
+    2.0.1"); a mention with a partner in neither is no record, and neither is a line or paragraph of
+    several things or several values (which goes with which it does not show). A listing states one
+    fact a record;
+    a unit that puts X and v in one record binds them (None). So does a call and its result (the
+    command's file and the count it printed), unless the result names X itself: then a call that
+    names X among others (a survey) is a mention, and the result's records say what goes with what."""
+    kx, kv = _kind(x), _kind(v)
+    found: dict[str, _Sighting] = {}
+    for u in shared:
+        xs = [s for s in sx if s.unit == u]
+        vs = [s for s in sv if s.unit == u]
+        texts = {s.text for s in xs} & {s.text for s in vs}
+        if not texts:
+            return None
+        xs = [s for s in xs if s.text in texts]
+        vs = [s for s in vs if s.text in texts]
+        for at, other_side, kind, not_this, got in ((xs, vs, kv, v, "w"), (vs, xs, kx, x, "y")):
+            for s in at:
+                partner = _record_partner(s, other_side, kind, not_this, pairs)
+                if partner is _TOGETHER:
+                    return None
+                if partner is not None:
+                    found.setdefault(got, partner)
+    return (found["w"], found["y"]) if len(found) == 2 else None
+
+
+_TOGETHER = object()
+
+
+def _record_partner(s: _Sighting, other_side: list[_Sighting], kind: tuple, not_this: Specific,
+                    pairs: _Pairs) -> object:
+    """A partner of ``kind`` (not ``not_this``) in the record of ``s``; ``_TOGETHER`` when that record
+    also holds the other specific (``other_side``); None when ``s`` is a bare mention."""
+    unit = pairs.in_unit.get(s.unit, ())
+    for same in (lambda o: o.line == s.line,
+                 lambda o: o.para == s.para and abs(o.line - s.line) <= _NEAR_LINES):
+        if any(o.text == s.text and same(o) for o in other_side):
+            return _TOGETHER
+        record = [o for o in unit if o.text == s.text and same(o)]
+        partners = {_look_up(o.sp) for o in record if o.kind == kind}
+        if partners:
+            if len(partners) > 1 or any(o.kind == s.kind and _look_up(o.sp) != _look_up(s.sp) for o in record):
+                return None  # a record of several things or values: which goes with which is not shown
+            return next(o for o in record if o.kind == kind)
     return None
 
 
