@@ -10,8 +10,8 @@ the rest of the summary (outside its plans, and outside the claim itself) never 
 all of them, and more than half of the item's content words (at least two), names the item. "Added Status column to
 visible sessions table" beside "Still needs: Status column in hidden sessions table" does not (the
 item's own word is "hidden"); "also added it to the hidden sessions table" does. An item's first word
-(the planned step's verb: "Write LiveView tests") does not count among its own words: a claim of it says
-it in another tense ("tests written").
+(the planned step's verb: "Write LiveView tests") need not be in the claim, which says it in another
+tense ("tests written"); the claim must still hold one of the item's own words.
 
 Inside one plan item, "already <verb>ed" on the item's own planned verb, with nothing after it that
 narrows it to a part ("Close after all subtasks are done -- already closed once a0y.3 was pushed"),
@@ -132,10 +132,10 @@ def own_plan(text: str) -> list[GroundingFinding]:
         if not any(m.group(0).lower() not in _NOT_WORK for m in _DONE_VERB.finditer(said)) or NOT_DONE.search(said):
             continue
         for _, item, item_words, lead in items:
-            own = {w for w in item_words - {lead} if uses.get(w, 0) == (1 if w in words else 0)}
+            own = {w for w in item_words if uses.get(w, 0) == (1 if w in words else 0)}
             shared = item_words & words
-            if own and own <= words and len(shared) >= 2 and 2 * len(shared) > len(item_words):
-                at = min(i for i in (_find_word(sentence, w) for w in own) if i >= 0)
+            if own & words and own - {lead} <= words and len(shared) >= 2 and 2 * len(shared) > len(item_words):
+                at = min(i for i in (_find_word(sentence, w) for w in own & words) if i >= 0)
                 out.append(finding("plan", CONTRADICTS_OWN_PLAN, "warning", sentence.strip()[:200],
                                    f"the summary claims {sentence.strip()[:120]!r} done, but its own plan still lists "
                                    f"{item.strip()[:120]!r} as to do", offset=offset + at, category="plan"))
