@@ -99,7 +99,9 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
         # a measure ("4.6 s", "1.4 MB", "87%") no source states in its dimension: the digits alone, or
         # a derivation found by search, must single it out (``chance``). A count ("23 tests") may be
         # the summarizer's own counting and a bare figure's digits are its literal: not probed.
-        loose = sp.category == "quantity" and not sp.weak and not index.states_literally(sp)
+        # a setting ("capped at 5,000 entries", "a limit of 200 connections") is read in code or config,
+        # never counted: its digits somewhere else do not state it either
+        loose = (sp.category == "quantity" or _setting(sp, text)) and not sp.weak and not index.states_literally(sp)
         if loose:
             figures = figures or Figures.of(index)
             loose = not rounded_in_dimension(sp, figures)
@@ -167,6 +169,17 @@ _LABEL_HEAD = re.compile(r"(?:[ \t]*(?:[-*+]|\d+[.)]|#+)?[ \t]*\**)$")
 
 def _in_quote(sp: Specific, quotes: list[tuple[int, int]]) -> bool:
     return any(a <= sp.start and sp.end <= b for a, b in quotes)
+
+
+_SETTING_BEFORE = re.compile(r"\b(?:capped|limited|bounded|throttled)\s+(?:at|to)\s+(?:most\s+)?$|"
+                             r"\b(?:a\s+)?(?:cap|limit|maximum|minimum|ceiling|threshold|quota)\s+of\s+$", re.I)
+
+
+def _setting(sp: Specific, text: str) -> bool:
+    """A figure given as a setting or limit of something ("capped at 5,000 entries", "a limit of 200
+    connections"): the summarizer read it, it did not count it. A bound it may have worked out ("at
+    most 15 s of backoff" over 1, 2, 4 and 8 s; "applied up to 0042") is not a setting."""
+    return sp.category == "number" and bool(_SETTING_BEFORE.search(text, max(0, sp.start - 30), sp.start))
 
 
 _PER_BEFORE = re.compile(r"\b(?:per|in\s+every)\s+$", re.I)
