@@ -12,6 +12,11 @@ credited to a task whose work printed other output but never it, it belongs to a
 
 The figure a change ends at is the task's own ("went from 72 to 84": 84); the one it started from
 may have been printed by earlier work.
+
+A commit hash is such a value too: the commit a tool printed while the session worked on gqc.4
+(``[spotter-gqc ceff8c3] ...``) is gqc.4's, and "(pushed as ceff8c3)" on gqc.5, whose own work printed
+bb53fb4, gives it to the wrong task. The left side of a push's range (``ceff8c3..bb53fb4``) is the
+remote's tip before the push, printed by that push but no commit of its work.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ __all__ = ["PhaseIndex", "PhaseSwap", "phase_swaps", "task_of_line"]
 # "<noun> went from A to B": two values of the noun, B the one it ends at
 _CHANGE = re.compile(r"\b([A-Za-z][\w-]*?s)\s+(?:went|go(?:es)?|grew|rose|increased|dropped|fell|decreased|jumped|climbed|moved)"
                      r"\s+from\s+(\d[\d,]*)\s+to\s+(\d[\d,]*)\b", re.I)
+_HASH = "#hash"  # the kind of a commit hash among the values (counts have their noun, messages "")
 _ELISION = re.compile(r"\s*(?:\.\.\.|…)\s*")
 
 
@@ -60,6 +66,7 @@ class PhaseIndex:
         self.order = list(order)
         self.outputs = {i for i in order if roles[i] == "tool" or harness[i]}
         self.counts: dict[str, list[tuple[float, int]]] = {}  # noun -> (value, source index)
+        self.hashes: list[tuple[str, int]] = []  # (short hash, output index) of the commits outputs print
         self.squashed: dict[int, str] = {}
         self.texts = texts
         if not self.phases.tasks:
@@ -68,6 +75,8 @@ class PhaseIndex:
             for sp in per_text[i]:
                 if sp.category == "number" and sp.noun and not sp.weak:
                     self.counts.setdefault(_singular(sp.noun), []).append((sp.value, i))
+                elif sp.category == "hash" and i in self.outputs and not texts[i].startswith("..", sp.end):
+                    self.hashes.append((str(sp.value).lower()[:7], i))
 
     def squash_of(self, i: int) -> str:
         got = self.squashed.get(i)
@@ -111,6 +120,8 @@ def _values(line: str, start: int, found: list[Specific]) -> list[tuple[str, str
             continue
         if sp.category == "number" and sp.noun and not sp.weak:
             out.append((_singular(sp.noun), sp.text + " " + sp.noun, sp.value, sp.start))
+        elif sp.category == "hash":
+            out.append((_HASH, sp.text, str(sp.value).lower()[:7], sp.start))
         elif sp.category == "quote" and len(sp.text.strip("`\"'").split()) >= 3:
             out.append(("", sp.text, sp.text.strip("`\"'"), sp.start))
     return out
@@ -125,7 +136,9 @@ def phase_swaps(index: PhaseIndex, task: str, line: str, start: int, found: list
         return []
     out = []
     for kind, text, value, offset in _values(line, start, found):
-        if kind:
+        if kind == _HASH:
+            where = [i for h, i in index.hashes if h == value]
+        elif kind:
             where = [i for v, i in index.counts.get(kind, ()) if v == value]
         else:
             where = index.printed(str(value))
@@ -136,7 +149,12 @@ def phase_swaps(index: PhaseIndex, task: str, line: str, start: int, found: list
         others = sorted({t for i in where for t in phases.at(i) if phases.siblings(t, task)})
         if not others:
             continue
-        if kind:
+        if kind == _HASH:
+            own_hashes = [h for h, i in index.hashes if i in mine and h != value]
+            if not own_hashes:
+                continue
+            shown = f"commit {own_hashes[-1]}"
+        elif kind:
             own = [v for v, i in index.counts.get(kind, ()) if i in mine and v != value]
             if not own:
                 continue
