@@ -13,7 +13,9 @@ sign of invention when a source states it and the user gave that thing no other 
 user required" points back at its own clause; in a relative clause ("the fallback the user asked to
 keep is still there") the request is the noun phrase, kept; a concession after a request ("even
 though …") is the summarizer's aside; a capitalised run that spells out an acronym the user wrote
-("Mail Privacy Protection" for "MPP") is the user's word.
+("Mail Privacy Protection" for "MPP") is the user's word. A label that attributes its line to the
+user ("User rule:", "Constraint from the user:") claims the user's words like a verb does, and a
+request by pronoun ("They want …" after "User asked …") is one in any tense.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ _INSTRUCTION = lazy(
     r"preference|direction|guidance|orders?)\b"
     r"|\b(?:per|according\s+to)\s+the\s+user\s*,"
     r"|\bas\s+(?:the\s+)?user\s+(?:requested|asked|instructed|wanted|said)\b"
-    r"|\buser\s+(?:request|instruction|requirement)s?\s*(?::|was|were|is|are)"
+    r"|\buser(?:'s)?\s+(?:request|instruction|requirement|rule|constraint|preference|condition|directive|wish)(?:e?s)?\s*(?::|was|were|is|are)"
+    r"|\b(?:request|instruction|requirement|rule|constraint|preference|condition|directive)s?\s+(?:from|by|of)\s+the\s+user\s*:"
     r"|\bthe\s+user(?:'s)?\s+(?:request|instruction|requirement|ask)\s+(?:was|is)\s+to\b",
     re.IGNORECASE,
 )
@@ -63,14 +66,16 @@ _COORDINATED = re.compile(
 # a request whose subject is left out or is a pronoun: "- Asked to leave app.js alone", "They also said …"
 _BARE_REQUEST = lazy(
     r"\b(?:(?:they|he|she)\s+(?:also\s+|then\s+|later\s+)?"
-    r"(?:asked|requested|wanted|insisted|instructed|told|said|stressed|specified|required|demanded)\b"
+    r"(?:asked|requested|wanted|insisted|instructed|told|said|stressed|specified|required|demanded|"
+    r"wants?|asks?|insists?|requires?|prefers?)\b"
     r"|(?:asked|requested|wanted|insisted|instructed|told|said|stressed|specified|required|demanded)\b"
     r"(?=\s+(?:to|that|for|not|on|us|me|claude|the\s+agent|it)\b))",
     re.IGNORECASE,
 )
 _PRONOUN_REQUEST = lazy(
     r"\b(?:they|he|she)\s+(?:also\s+|then\s+|later\s+)?"
-    r"(?:asked|requested|wanted|insisted|instructed|told|said|stressed|specified|required|demanded)\b",
+    r"(?:asked|requested|wanted|insisted|instructed|told|said|stressed|specified|required|demanded|"
+    r"wants?|asks?|insists?|requires?|prefers?)\b",
     re.IGNORECASE,
 )
 _MARKER_PREFIX = re.compile(r"[\W\d]*")
