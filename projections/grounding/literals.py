@@ -31,6 +31,7 @@ from itertools import accumulate, compress, count
 
 from projections.grounding.arithmetic import observation_arithmetic, percentage_points, summary_arithmetic
 from projections.grounding.chance import singles_out
+from projections.grounding.completions import plan_sections
 from projections.grounding.conversions import converted, ratio_as_percent, time_in_zone
 from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
@@ -143,7 +144,7 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
             how = summary_arithmetic(sp, text, found, lambda o: grounded(o) or summary_arithmetic(o, text, found, grounded) != "")
         if how:
             severity = "info"  # the summarizer's arithmetic, which no source prints: cannot be verified
-        elif severity != "info" and sp.category in _FIGURES and _example_of_a_proposal(text, sp.start):
+        elif severity != "info" and sp.category in (*_FIGURES, "quote") and _example_of_a_proposal(text, sp.start):
             severity = "info"
             how = "an example in a proposal, not a fact of the session"
         what = _CATEGORY_WORDS.get(sp.category, sp.category)
@@ -322,13 +323,16 @@ _PROPOSAL = lazy(r"\b(?:would|could|might|should|may|can|try|consider|if)\b", re
 
 
 def _example_of_a_proposal(text: str, start: int) -> bool:
-    """The figure at ``start`` is given as an example ("e.g.", "for example", "say") in a sentence that
-    proposes or supposes ("would", "could", "if"): what might be done states nothing that was."""
+    """The figure or code at ``start`` is given as an example ("e.g.", "for example", "say") in a
+    sentence that proposes or supposes ("would", "could", "if"), or in a plan's section ("Optional Next
+    Step:"): what might be done states nothing that was."""
     if not _EXAMPLE_BEFORE.search(text[max(0, start - 20) : start]):
         return False
     a = max(text.rfind(". ", 0, start), text.rfind("\n", 0, start)) + 1
     ends = [i for i in (text.find(". ", start), text.find("\n", start)) if i != -1]
-    return _PROPOSAL.search(text[a : min(ends) if ends else len(text)]) is not None
+    if _PROPOSAL.search(text[a : min(ends) if ends else len(text)]) is not None:
+        return True
+    return any(lo <= start < hi for lo, hi in plan_sections(text))
 
 
 def _severity(sp: Specific, near: list[str], text: str) -> str:
@@ -452,8 +456,10 @@ def _near_quote(value: str, index: SourceIndex) -> str | None:
 
 
 def _code_words(sp: Specific, index: SourceIndex) -> str | None:
-    """A backticked code span whose every word the sources use: code re-typed from what was read
-    (``{:ok, trace_id} | :error``), not copied; a note, not an invention."""
+    """A backticked code span whose every word one source uses: code re-typed from what was read
+    (``{:ok, trace_id} | :error``), not copied; a note, not an invention. Words scattered over a long
+    session's many texts are no reading of one thing: "invalid", "span" and "ArgumentError" each occur
+    somewhere in any big Elixir session."""
     if not sp.text.startswith("`"):
         return None
     pieces = sp.text.strip("`").split()
@@ -461,7 +467,8 @@ def _code_words(sp: Specific, index: SourceIndex) -> str | None:
     if len(plain) >= 2 and 2 * len(plain) >= len(pieces):
         return None  # a message in backticks ("variable is unused"), not code: it is quoted, and checked as a quote
     words = tokens(sp.text)
-    if len(words) >= 2 and all(w in index.toks for w in words):
+    if len(words) >= 2 and all(w in index.toks for w in words) and any(
+            all(w in tok_set for w in words) for tok_set in index.tok_sets):
         return " ".join(words)
     return None
 
