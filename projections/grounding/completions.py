@@ -17,7 +17,8 @@ never a mere mention in prose, plans or project context; a tool call's own text 
 file text it writes) is no outcome. A claim tied to a subject is grounded only by traces covering
 that subject: work on a named thing ("gqc.6 tests pass") by what follows the first tool call acting
 on it alone, or, when a claim names none, by the work on the task its list item is headed by
-(phases.py: what the session did while working on it); "afterwards" / "after these edits" / "again"
+(phases.py: what the session did while working on it; a list item with no task on its own line is
+about the one its nearest ancestor line names); "afterwards" / "after these edits" / "again"
 by what follows the last file change; a
 stated figure ("5 tests, 0 failures") by a run in that scope that printed it. "Ran `cmd`" needs a
 call running ``cmd``; "added `X` to FILE" a file-changing call on FILE writing ``X``; a hand check of
@@ -40,7 +41,7 @@ from projections.grounding.lazy import lazy
 from projections.grounding.phases import action_of, head_ids, head_task, phases_of
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import tokens
-from projections.grounding.text import STOP_WORDS, sentences, stem
+from projections.grounding.text import STOP_WORDS, line_tree, sentences, stem
 from projections.grounding.vocabulary import known_words
 
 __all__ = ["UNSUPPORTED_COMPLETION", "completions", "ACTIVITIES", "NOT_DONE", "plan_sections"]
@@ -72,7 +73,7 @@ def _outcome_lines(word: str) -> tuple[tuple[re.Pattern[str], int], ...]:
 
 ACTIVITIES: dict[str, Activity] = {
     "tests": Activity(
-        re.compile(r"\b(?:all\s+)?(?:the\s+)?(?:unit\s+|integration\s+)?tests?(?:\s+suite)?\s+(?:now\s+|all\s+)?(?:pass(?:es|ed|ing)?|(?:are|is)\s+(?:green|passing))\b|"
+        re.compile(r"\b(?:all\s+)?(?:the\s+)?(?:unit\s+|integration\s+)?tests?(?:\s+suite)?`?\s+(?:now\s+|all\s+|already\s+|still\s+)?(?:pass(?:es|ed|ing)?|(?:are|is)\s+(?:green|passing))\b|"
                    r"\btests?\b[^.;:\n]{0,50}?\b(?:are|were|is|was|have\s+been|has\s+been)\s+(?:\w+\s+){0,3}?(?:and\s+)?(?:pass(?:es|ed|ing)?)\b|"
                    r"\b(?:ran|re-?ran)\s+(?:the\s+)?(?:full\s+|whole\s+|entire\s+)?(?:test\s+)?suite\b|"
                    r"\btest\s+suite\s+is\s+green\b|\bCI\s+is\s+green\b|"
@@ -81,7 +82,9 @@ ACTIVITIES: dict[str, Activity] = {
         re.compile(r"\btests?\b|\bpytest\b|\bjest\b|\bvitest\b|\brspec\b|\bunittest\b|\bspec\b", _I),
         (
             (lazy(r"\b[1-9]\d*[ \t]+(?:failed|failures?|errors?)\b|(?-i:\bFAILED\b)|\btests?\s+failed\b|(?-i:^FAIL\b)", _M), -1),
-            (lazy(r"\b\d+\s+passed\b|\b\d+\s+tests?,\s+0\s+failures?\b|^OK\b|\ball\s+tests?\s+pass(?:ed)?\b|\btests?\s+passed\b|\bTests:\s+\d+\s+passed\b", _M), 1),
+            (lazy(r"\b\d+\s+passed\b|\b\d+\s+tests?,\s+0\s+failures?\b|^OK\b|\ball\s+tests?\s+pass(?:ed)?\b|\btests?\s+passed\b|\bTests:\s+\d+\s+passed\b|"
+                 # a runner's own success line: JUnit/Gradle's per-test PASSED, dotnet's "Passed!  - Failed: 0"
+                 r"(?-i:\bPASSED\b)|(?-i:^Passed!)", _M), 1),
         ),
         hints=("pass", "fail", "ok", "error", "green"),
     ),
@@ -302,7 +305,7 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
             # pushed)") is about that task's work: what the session did while working on it
             worked: set[int] | None = None
             if not subjects:
-                task = head_task(phases_of(ev), text[text.rfind("\n", 0, offset) + 1 : offset])
+                task = head_task(phases_of(ev), text[text.rfind("\n", 0, offset) + 1 : offset]) or _ancestor_task(ev, offset)
                 if task is not None:
                     worked, where = set(phases_of(ev).worked(task)), f" while the session worked on {task}"
             # "afterwards", "after these edits", "again": about the code as last changed
@@ -340,6 +343,34 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
             out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
                                f"the summary claims {said!r} but {why}", offset=offset, category=name))
     return out
+
+
+def _ancestor_task(ev: Evidence, offset: int) -> str | None:
+    """The one task the nearest ancestor line of the list item at ``offset`` names ("**Current state
+    of gqc.6 work**:" over "- `mix test` passes"): a list item states its facts about its head."""
+    text = ev.text
+    tree = _line_tree_of(text)
+    k = text.count("\n", 0, offset)
+    phases = phases_of(ev)
+    k = tree[k][2]
+    while k >= 0:
+        a, b, parent = tree[k]
+        named = phases.named_in(text[a:b])
+        if named:
+            return next(iter(named)) if len(named) == 1 else None
+        k = parent
+    return None
+
+
+_TREES: dict[str, list[tuple[int, int, int]]] = {}
+
+
+def _line_tree_of(text: str) -> list[tuple[int, int, int]]:
+    got = _TREES.get(text)
+    if got is None:
+        _TREES.clear()  # one summary at a time: its claims share it
+        got = _TREES[text] = line_tree(text)
+    return got
 
 
 # "the config test", "Monthly restore test:": a single check the line names by what it tests (a

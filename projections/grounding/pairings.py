@@ -37,7 +37,7 @@ from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.reports import Reports, misplaced_locations, misplaced_reports
 from projections.grounding.specifics import SourceIndex, Specific, tokens
 from projections.grounding.steps import Steps
-from projections.grounding.text import at_line_position
+from projections.grounding.text import LIST_ITEM, at_line_position, line_tree
 
 __all__ = ["SWAPPED_PAIRING", "swapped_pairings"]
 
@@ -270,30 +270,6 @@ def _pairs_of(ev: Evidence) -> _Pairs:
     return got
 
 
-_ITEM = re.compile(r"([ \t]*)((?:[-*•]|\d{1,3}[.)])[ \t]+)?")
-
-
-def _lines(text: str) -> list[tuple[int, int, int]]:
-    """``(start, end, parent)`` of each line; ``parent`` is the line a list item hangs from (the
-    nearest line above it indented less, or at the same indent but no list item: the heading of
-    its list), -1 for none. A list item under "Task spotter-a0y.1" states its facts about it."""
-    out: list[tuple[int, int, int]] = []
-    levels: list[tuple[int, int]] = []  # (level, line) of the open ancestors, innermost last
-    pos = 0
-    for k, line in enumerate(text.split("\n")):
-        parent = -1
-        if line.strip():
-            m = _ITEM.match(line)
-            level = 2 * len(m.group(1).expandtabs(4)) + (1 if m.group(2) else 0)
-            while levels and levels[-1][0] >= level:
-                levels.pop()
-            parent = levels[-1][1] if levels else -1
-            levels.append((level, k))
-        out.append((pos, pos + len(line), parent))
-        pos += len(line) + 1
-    return out
-
-
 def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
     """Lines of the summary that bind a thing to a value the sources give to another thing."""
     if len(ev.units) < 2:
@@ -303,7 +279,7 @@ def swapped_pairings(ev: Evidence) -> list[GroundingFinding]:
     starts = [sp.start for sp in found]
     seen: dict[int, list[_Sighting]] = {}
     out: list[GroundingFinding] = []
-    lines = _lines(ev.text)
+    lines = line_tree(ev.text)
     on_line: list[list[Specific]] = []
     for k, (a, b, _parent) in enumerate(lines):
         here = [sp for sp in found[bisect_left(starts, a):bisect_right(starts, b)] if sp.end <= b]
@@ -533,7 +509,7 @@ def _across_sentences(text: str, x: Specific, v: Specific) -> bool:
     """``x`` and ``v`` stand in different sentences of a prose line and the later one does not point
     back ("… in session_live_test.exs. All 18 tests in this file pass." still pairs them)."""
     line_start = text.rfind("\n", 0, min(x.start, v.start)) + 1
-    if _ITEM.match(text, line_start).group(2):
+    if LIST_ITEM.match(text, line_start).group(2):
         return False  # a list item states its facts about its head ("11. **Implemented gqc.4**: … (commit bb53fb4)")
     a, b = min(x.end, v.end), max(x.start, v.start)
     breaks = list(_SENTENCE_BREAK.finditer(text, a, b))

@@ -8,7 +8,7 @@ from engine.text_clip import clip
 from projections.grounding.lazy import lazy
 from projections.grounding.specifics import extract, tokens
 
-__all__ = ["sentences", "clauses", "stem", "content_words", "clip", "STOP_WORDS", "at_line_position"]
+__all__ = ["sentences", "clauses", "stem", "content_words", "clip", "STOP_WORDS", "at_line_position", "LIST_ITEM", "line_tree"]
 
 _SENTENCE = lazy(r"(?<=[.!?;])\s+|(?<=[.!?][\"”’)])\s+(?=[A-Z\"“])|\n+")
 _CLAUSE = lazy(r";|,\s+(?:and|but|while|whereas)\s+|\s+(?:and|but|while|whereas|then)\s+|,\s+|:\s+")
@@ -115,3 +115,28 @@ def column_header(text: str, at: int) -> str:
             return ""
         end = start - 1
     return ""
+
+
+# a line's indent and its list marker, if any
+LIST_ITEM = re.compile(r"([ \t]*)((?:[-*•]|\d{1,3}[.)])[ \t]+)?")
+
+
+def line_tree(text: str) -> list[tuple[int, int, int]]:
+    """``(start, end, parent)`` of each line; ``parent`` is the line a list item hangs from (the
+    nearest line above it indented less, or at the same indent but no list item: the heading of
+    its list), -1 for none. A list item under "Task spotter-a0y.1" states its facts about it."""
+    out: list[tuple[int, int, int]] = []
+    levels: list[tuple[int, int]] = []  # (level, line) of the open ancestors, innermost last
+    pos = 0
+    for k, line in enumerate(text.split("\n")):
+        parent = -1
+        if line.strip():
+            m = LIST_ITEM.match(line)
+            level = 2 * len(m.group(1).expandtabs(4)) + (1 if m.group(2) else 0)
+            while levels and levels[-1][0] >= level:
+                levels.pop()
+            parent = levels[-1][1] if levels else -1
+            levels.append((level, k))
+        out.append((pos, pos + len(line), parent))
+        pos += len(line) + 1
+    return out
