@@ -358,7 +358,8 @@ def _report_swaps(ev: Evidence, pairs: _Pairs, a: int, b: int) -> list[Grounding
     return out or [finding(
         "pairing", SWAPPED_PAIRING, "error", m.summary,
         f"the summary gives {m.file} the report it describes, but the sources print that report for {m.other} "
-        f"(and other reports for {m.own}): facts may have been swapped", offset=m.offset, category="file+report",
+        + (f"(and other reports for {m.own})" if m.own else f"(and none for {m.file})")
+        + ": facts may have been swapped", offset=m.offset, category="file+report",
     ) for m in misplaced_reports(reports, line, a)]
 
 
