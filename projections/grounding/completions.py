@@ -76,6 +76,8 @@ ACTIVITIES: dict[str, Activity] = {
         re.compile(r"\b(?:all\s+)?(?:the\s+)?(?:unit\s+|integration\s+)?tests?(?:\s+suite)?`?\s+(?:now\s+|all\s+|already\s+|still\s+)?(?:pass(?:es|ed|ing)?|(?:are|is)\s+(?:green|passing))\b|"
                    r"\btests?\b[^.;:\n]{0,50}?\b(?:are|were|is|was|have\s+been|has\s+been)\s+(?:\w+\s+){0,3}?(?:and\s+)?(?:pass(?:es|ed|ing)?)\b|"
                    r"\b(?:ran|re-?ran)\s+(?:the\s+)?(?:full\s+|whole\s+|entire\s+)?(?:test\s+)?suite\b|"
+                   # "is already implemented and tested": tests were run on it
+                   r"\b(?:is|are|was|were|been)\s+(?:already\s+|now\s+|fully\s+)?(?:\w+\s+and\s+)?(?:unit[- ])?tested\b|"
                    r"\btest\s+suite\s+is\s+green\b|\bCI\s+is\s+green\b|"
                    r"\b(?:full|whole|entire|complete)\s+(?:test\s+)?suite\b[^.;\n]{0,30}?\b(?:pass(?:es|ed)?|green|passing)\b|"
                    r"\b(?:full|whole|entire|complete)\s+`[^`\n]{2,40}`\s+run\s+(?:is\s+|was\s+|came\s+back\s+)?(?:green|passe[sd]|clean)\b", _I),
@@ -304,7 +306,7 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
             # a claim on a list item headed by a task ("- **spotter-gqc.7** (open): ... (already
             # pushed)") is about that task's work: what the session did while working on it
             worked: set[int] | None = None
-            if not subjects:
+            if since is None:  # no subject a tool call acts on ("one-time" is no id): the item's task scopes it
                 task = head_task(phases_of(ev), text[text.rfind("\n", 0, offset) + 1 : offset]) or _ancestor_task(ev, offset)
                 if task is not None:
                     worked, where = set(phases_of(ev).worked(task)), f" while the session worked on {task}"
