@@ -215,6 +215,7 @@ def real_section(drift_cases: list[dict], only_rule: str | None = None) -> list[
     lines += heldout5_lines(sa)
     lines += heldout6_lines(sa)
     lines += heldout7_lines(sa)
+    lines += heldout5_planted_lines(compactions, p)
     rows = rule_table(compactions, drift_cases, only_rule)
     lines += ["Per rule (errors and warnings; planted cases of the rule's own kinds for recall, every faithful summary for false alarms):", "",
               "| rule | principle | planted named (own kinds) | false alarms on faithful | precision | time |",
@@ -314,6 +315,13 @@ def heldout7_lines(dev_second: dict) -> list[str]:
                               "sets 3-5; still blind: nobody developing the checker has read its cases (30 of 40 "
                               "flagged by the checker at 0c00f8c, the start of that day's second round)",
                               real_data.second_author_heldout7_cases(), dev_second)
+
+
+def heldout5_planted_lines(compactions: list[Compaction], dev_planted: dict) -> list[str]:
+    """Planted set 5: written blind by a tenth author; still blind (counts and ids only)."""
+    return _ids_only_lines(5, "written blind by a tenth author on 2026-12-04; still blind: nobody developing the "
+                           "checker has read its cases. Measured blind with the checker of that day's start "
+                           "(2c6238f): 43/60", real_data.planted_heldout5_cases(), [], compactions, dev_planted, {})
 
 
 def _second_only_lines(number: int, provenance: str | None, second: list[dict], dev_second: dict) -> list[str]:

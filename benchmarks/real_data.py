@@ -30,6 +30,8 @@ Four sets, all plain JSON under ``benchmarks/data/``:
 - ``planted_real_heldout4.jsonl`` and ``second_author_heldout4.jsonl``: a fourth pair, written blind by a fifth
   and a sixth author on the same terms (60 planted cases; 40 faithful summaries in ten styles no other set has,
   among them the shapes Claude Code's ``/compact``, Codex's handoff and OpenHands' condenser write).
+- ``planted_real_heldout5.jsonl``: a fifth planted set (60 cases, 2 of each kind per real summary), written blind
+  by a tenth author on the same terms, with no second-author half.
 
 Transcripts fetched from public repositories are not committed here (only the shared one travels with the
 project); a manifest entry whose file is absent reports ``present: False`` and the callers skip it.
@@ -60,6 +62,8 @@ SECOND_AUTHOR_HELDOUT4 = DATA / "second_author_heldout4.jsonl"
 SECOND_AUTHOR_HELDOUT5 = DATA / "second_author_heldout5.jsonl"
 SECOND_AUTHOR_HELDOUT6 = DATA / "second_author_heldout6.jsonl"
 SECOND_AUTHOR_HELDOUT7 = DATA / "second_author_heldout7.jsonl"
+# planted set 5: a tenth author, no second-author half
+PLANTED_HELDOUT5 = DATA / "planted_real_heldout5.jsonl"
 
 PLANTED_KINDS = (
     "invented-quote",
@@ -80,6 +84,7 @@ __all__ = [
     "planted_heldout2_cases",
     "planted_heldout3_cases",
     "planted_heldout4_cases",
+    "planted_heldout5_cases",
     "planted_heldout_cases",
     "real_transcripts",
     "resolve",
@@ -164,6 +169,10 @@ def planted_heldout4_cases() -> list[dict]:
     return _jsonl(PLANTED_HELDOUT4)
 
 
+def planted_heldout5_cases() -> list[dict]:
+    return _jsonl(PLANTED_HELDOUT5)
+
+
 def second_author_heldout4_cases() -> list[dict]:
     """Empty until the fifth author's faithful summaries are written."""
     return _jsonl(SECOND_AUTHOR_HELDOUT4) if SECOND_AUTHOR_HELDOUT4.exists() else []
@@ -243,6 +252,7 @@ def _main() -> None:
         ("held-out-5 ", list, second_author_heldout5_cases),
         ("held-out-6 ", list, second_author_heldout6_cases),
         ("held-out-7 ", list, second_author_heldout7_cases),
+        ("held-out-5 planted ", planted_heldout5_cases, list),
     ]
     for name, planted, second in sets:
         kinds = collections.Counter(case["kind"] for case in planted())

@@ -201,6 +201,8 @@ PLANTED_HELDOUT4 = real_data.planted_heldout4_cases()
 SECOND_HELDOUT4 = real_data.second_author_heldout4_cases()
 PLANTED_SETS = {
     "heldout": PLANTED_HELDOUT, "heldout2": PLANTED_HELDOUT2, "heldout3": PLANTED_HELDOUT3, "heldout4": PLANTED_HELDOUT4,
+    # planted set 5, by a tenth author (no second-author half)
+    "heldout5": real_data.planted_heldout5_cases(),
 }
 SECOND_SETS = {
     "heldout": SECOND_HELDOUT, "heldout2": SECOND_HELDOUT2, "heldout3": SECOND_HELDOUT3, "heldout4": SECOND_HELDOUT4,
