@@ -76,6 +76,8 @@ ACTIVITIES: dict[str, Activity] = {
         re.compile(r"\b(?:all\s+)?(?:the\s+)?(?:unit\s+|integration\s+)?tests?(?:\s+suite)?`?\s+(?:now\s+|all\s+|already\s+|still\s+)?(?:pass(?:es|ed|ing)?|(?:are|is)\s+(?:green|passing))\b|"
                    r"\btests?\b[^.;:\n]{0,50}?\b(?:are|were|is|was|have\s+been|has\s+been)\s+(?:\w+\s+){0,3}?(?:and\s+)?(?:pass(?:es|ed|ing)?)\b|"
                    r"\b(?:ran|re-?ran)\s+(?:the\s+)?(?:full\s+|whole\s+|entire\s+)?(?:test\s+)?suite\b|"
+                   # "the SubagentLive tests, which pass": the relative clause claims them passing
+                   r"\btests?,?\s+which\s+(?:now\s+|all\s+|also\s+)?pass(?:es|ed)?\b|"
                    # "is already implemented and tested": tests were run on it
                    r"\b(?:is|are|was|were|been)\s+(?:already\s+|now\s+|fully\s+)?(?:\w+\s+and\s+)?(?:unit[- ])?tested\b|"
                    r"\btest\s+suite\s+is\s+green\b|\bCI\s+is\s+green\b|"
