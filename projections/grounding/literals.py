@@ -108,6 +108,11 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
             loose = not rounded_in_dimension(sp, figures)
         if ok and loose and not singles_out(sp, lambda p: index.supports(p)[0]):
             ok = False  # its digits occur, as most figures' around it do: chance, no statement of it
+        remeasured = False
+        if ok and sp.category == "number" and not sp.noun:
+            other = _measure_otherwise(sp, text, index)
+            if other:  # "complexity 6" where the tools print "complexity is 13": altered, not computed
+                ok, near, remeasured = False, other, True
         if ok:
             continue
         if _stated_otherwise(sp, text, index, found, units) and not (
@@ -129,7 +134,7 @@ def unsupported(text: str, index: SourceIndex, *, found: list[Specific],
                                    offset=sp.start, category="quote", near=[close] if close else []))
                 continue
         severity = _severity(sp, near, text)
-        altered = sp.category == "number" and sp.noun and near and not _REMAINDER.search(text[max(0, sp.start - 16) : sp.start])
+        altered = remeasured or sp.category == "number" and sp.noun and near and not _REMAINDER.search(text[max(0, sp.start - 16) : sp.start])
         how = computed(sp, text, index) if severity != "info" and not altered else ""
         if not how and severity != "info" and not altered and sp.category in _FIGURES:
             figures = figures or Figures.of(index)
@@ -174,6 +179,35 @@ def _in_quote(sp: Specific, quotes: list[tuple[int, int]]) -> bool:
 
 _SETTING_BEFORE = re.compile(r"\b(?:capped|limited|bounded|throttled)\s+(?:at|to)\s+(?:most\s+)?$|"
                              r"\b(?:a\s+)?(?:cap|limit|maximum|minimum|ceiling|threshold|quota)\s+of\s+$", re.I)
+
+
+# the measure a bare figure is the value of: the word right before it ("complexity 6", "depth of 4")
+_MEASURE_BEFORE = re.compile(r"\b([a-z]{4,})\s+(?:(?:is|of|at|to|was|=|:)\s+)?$", re.I)
+
+
+def _measure_otherwise(sp: Specific, text: str, index: SourceIndex) -> list[str]:
+    """The values the sources give the measure a bare figure is stated as ("complexity 6"), when they
+    give it values and never this one: a tool that prints "cyclomatic complexity is 13" states the
+    measure with its value (a linking "is", ":" or "=" between them, so "task 4" is a label, not a
+    measure), and a summary giving it a value no source gives it altered the figure. Empty when the
+    sources never state the measure, or state this value for it."""
+    m = _MEASURE_BEFORE.search(text, max(0, sp.start - 24), sp.start)
+    if m is None or m.group(1).lower() in STOP_FIGURE_WORDS:
+        return []
+    key = re.escape(m.group(1).lower())
+    values = []
+    for v in re.finditer(rf"\b{key}\w*\s*(?:is|=|:)\s*(-?\d+(?:\.\d+)?)(?![\w.])", index.lower):
+        values.append(v.group(1))
+        if len(values) >= 50:
+            break
+    if not values or any(float(v) == sp.value for v in values):
+        return []
+    return sorted(set(values), key=values.index)[:3]
+
+
+# words a figure follows that name no measure of a thing ("than 6", "from 4 to 6", "about 6")
+STOP_FIGURE_WORDS = frozenset("""than from into onto about around nearly almost over under only just least most
+    more less with without above below after before since until within""".split())
 
 
 def _setting(sp: Specific, text: str) -> bool:
