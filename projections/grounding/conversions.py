@@ -306,10 +306,14 @@ def converted(sp: Specific, text: str, index: SourceIndex, *, found: list[Specif
                 near.append((abs(n / f - written), n))
                 break
     for _distance, n in sorted(near)[:8]:
-        how = max((rounds_to(n / f, written, step) for f in readings if f != 0.01 or 0 < n < 1), key=len)
+        how, f_used = max(((rounds_to(n / f, written, step), f) for f in readings if f != 0.01 or 0 < n < 1),
+                          key=lambda hf: len(hf[0]))
         if dim != "%" or n >= 1:
-            if how == "rounded" and not fine:
-                continue  # a bare count near a coarse figure ("about 40"): too likely by chance
+            # a bare count near a coarse figure ("about 40"): too likely by chance. A figure in the base
+            # unit converted to the summary's (48318382080 bytes as "about 48 GB") is no bare count: a
+            # figure of that many digits lands in the window by chance no more than a stated one
+            if how == "rounded" and not fine and (f_used == 1.0 or n < 1000 * written):
+                continue
         for i, offset in _occurrences(n, index):
             if plausible(i, offset):
                 return True
