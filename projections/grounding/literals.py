@@ -282,12 +282,14 @@ def _stated_otherwise(sp: Specific, text: str, index: SourceIndex, found: list[S
 
 def _verbatim(written: str, index: SourceIndex, *, file_positions: bool = True) -> bool:
     """What a source says verbatim is stated, also inside a longer token (``70%`` in ``91%/70%``,
-    ``4.14.1`` in ``node-sass@4.14.1``), as long as it is not part of a longer word or figure;
+    ``4.14.1`` in ``node-sass@4.14.1``) or with its dots escaped in a search pattern (``1\\.21``), as long
+    as it is not part of a longer word or figure;
     without ``file_positions``, not as a file position either (``983:47`` in ``decoder.ex:983:47``)."""
     w = written.strip().lower()
     if len(w) < 2 or w.startswith(("`", '"', "'", "“")):
         return False
-    for m in re.finditer(r"(?<![\w.])" + re.escape(w) + r"(?![\w]|\.\d)", index.lower):
+    # a pattern a tool call searches for writes the literal with its dots escaped (`rg '^go 1\.21'`)
+    for m in re.finditer(r"(?<![\w.])" + re.escape(w).replace(r"\.", r"\\?\.") + r"(?![\w]|\.\d)", index.lower):
         if file_positions or not _FILE_POSITION.search(index.lower, max(0, m.start() - 24), m.start()):
             return True
     return False
