@@ -1142,6 +1142,7 @@ _TECH_TERMS = lazy(
     _I,
 )
 _NUM_RX = lazy(_NUM)
+_ELAPSED = re.compile(r"(\d{1,3}):([0-5]\d):([0-5]\d\.\d+)")
 _DIGITS = lazy(r"\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?")
 _FILE_TAIL = lazy(r"\.(?:" + _FILE_EXTS + r")$")
 _FUNCTION_WORDS = frozenset(
@@ -1299,6 +1300,11 @@ def _read_afresh(raw: str, found: list[Specific] | None, toks: list[str] | None)
             num = _NUM_RX.search(sp.text)
             if num:
                 numbers.append(_canon(float(num.group(0).replace(",", ""))))
+        elif sp.category == "time" and (m := _ELAPSED.fullmatch(sp.text)):
+            # a clock value with fractional seconds ("00:00:01.84", what an interval or a timer prints) is
+            # read as an elapsed time too: 1.84 s
+            h, mi, sec = m.groups()
+            quantities.append(("s", (_canon(int(h) * 3600 + int(mi) * 60 + float(sec)),)))
     if position_lines:
         shown = tuple(shown) + tuple(sorted(position_lines))
     return _Read(raw, t, found, toks, shown, length, figures, own_tokens, by_cat, numbers, bare, nouns, quantities)
