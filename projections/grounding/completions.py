@@ -85,10 +85,15 @@ ACTIVITIES: dict[str, Activity] = {
                    r"\b(?:full|whole|entire|complete)\s+`[^`\n]{2,40}`\s+run\s+(?:is\s+|was\s+|came\s+back\s+)?(?:green|passe[sd]|clean)\b", _I),
         re.compile(r"\btests?\b|\bpytest\b|\bjest\b|\bvitest\b|\brspec\b|\bunittest\b|\bspec\b", _I),
         (
-            (lazy(r"\b[1-9]\d*[ \t]+(?:failed|failures?|errors?)\b|(?-i:\bFAILED\b)|\btests?\s+failed\b|(?-i:^FAIL\b)", _M), -1),
+            (lazy(r"\b[1-9]\d*[ \t]+(?:failed|failures?|errors?)\b|(?-i:\bFAILED\b)|\btests?\s+failed\b|(?-i:^FAIL\b)|"
+                  # a CI check table's row ("test<TAB>fail<TAB>3m40s", gh pr checks)
+                  r"^[ \t]*[\w./-]*test[\w./-]*[ \t]+fail(?:ed|ing|ure)?\b", _M), -1),
             (lazy(r"\b\d+\s+passed\b|\b\d+\s+tests?,\s+0\s+failures?\b|^OK\b|\ball\s+tests?\s+pass(?:ed)?\b|\btests?\s+passed\b|\bTests:\s+\d+\s+passed\b|"
-                 # a runner's own success line: JUnit/Gradle's per-test PASSED, dotnet's "Passed!  - Failed: 0"
-                 r"(?-i:\bPASSED\b)|(?-i:^Passed!)", _M), 1),
+                 # a runner's own success line: JUnit/Gradle's per-test PASSED and its BUILD SUCCESSFUL (as its
+                 # BUILD FAILED is a failure), dotnet's "Passed!  - Failed: 0", go test's "ok  <package>  0.12s",
+                 # a CI check table's "test<TAB>pass"
+                 r"(?-i:\bPASSED\b)|(?-i:\bBUILD SUCCESSFUL\b)|(?-i:^Passed!)|(?-i:^ok[ \t]+\S+[ \t]+\d+(?:\.\d+)?s\b)|"
+                 r"^[ \t]*[\w./-]*test[\w./-]*[ \t]+pass(?:ed|ing)?\b", _M), 1),
         ),
         hints=("pass", "fail", "ok", "error", "green"),
     ),
@@ -180,8 +185,10 @@ ACTIVITIES: dict[str, Activity] = {
                    r"\b(?:compil\w*|bundles?)\b[^.;\n]{0,60}?\b(?:is|are|both|came\s+back)\s+(?:\w+\s+)?(?:green|clean)\b", _I),
         re.compile(r"\bbuild|\bcompil", _I),
         (
-            (lazy(r"\bbuild\s+(?:failed|error)|\bcompilation\s+(?:error|failed)|^error(?:\[E\d+\])?:\s|\*\*\s*\(CompileError\)", _M), -1),
-            (lazy(r"\bbuild\s+(?:succeeded|successful|passed|finished|complete)|^\s*Finished\b|\bCompil(?:ed|ing)\s+\d+\s+files?\b|\bCompiled\b", _M), 1),
+            (lazy(r"\bbuild\s+(?:failed|error)|\bcompilation\s+(?:error|failed)|^error(?:\[E\d+\])?:\s|\*\*\s*\(CompileError\)|"
+                  r"^[ \t]*[\w./-]*build[\w./-]*[ \t]+fail(?:ed|ing|ure)?\b", _M), -1),  # a CI check row: "build<TAB>fail"
+            (lazy(r"\bbuild\s+(?:succeeded|successful|passed|finished|complete)|^\s*Finished\b|\bCompil(?:ed|ing)\s+\d+\s+files?\b|\bCompiled\b|"
+                  r"^[ \t]*[\w./-]*build[\w./-]*[ \t]+pass(?:ed|ing)?\b", _M), 1),
         ),
         hints=("build", "compil", "finished", "error"),
     ),
@@ -332,6 +339,8 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
             figures = set(_FIGURE.findall(clause))
             if figures and any(figures & figs for _, figs in scope):
                 continue  # "31 tests pass": about the run that printed 31, which passed
+            if _cites_success(text, offset, [(i, t) for i, t in evidence if within(i)], outcomes):
+                continue  # "the test passes (BUILD SUCCESSFUL in 2m 3s)": about the run it quotes
             verdicts = [v for v, _ in scope]
             state = bool(_STATE.search(said))
             if verdicts and (verdicts[-1] > 0 or (not state and max(verdicts) > 0)):
@@ -347,6 +356,28 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
             out.append(finding("completion", UNSUPPORTED_COMPLETION, severity, said,
                                f"the summary claims {said!r} but {why}", offset=offset, category=name))
     return out
+
+
+_PARENTHESIS = lazy(r"\(([^()\n]{10,120})\)")
+
+
+def _cites_success(text: str, offset: int, evidence: list[tuple[int, str]], outcomes) -> bool:
+    """The claim's line quotes, in a parenthesis right after it, a success line a run printed verbatim
+    ("the test passes (BUILD SUCCESSFUL in 2m 3s)"): it is about that run, whatever ran later."""
+    end = text.find("\n", offset)
+    m = _PARENTHESIS.search(text, offset, end if end >= 0 else len(text))
+    if m is None:
+        return False
+    cited = m.group(1).strip()
+    for _, t in evidence:
+        k = t.find(cited)
+        if k < 0:
+            continue
+        a, b = t.rfind("\n", 0, k) + 1, t.find("\n", k)
+        line = t[a : b if b >= 0 else len(t)]
+        if any(p > 0 and rx.search(line) for rx, p in outcomes) and not any(p < 0 and rx.search(line) for rx, p in outcomes):
+            return True
+    return False
 
 
 def _ancestor_task(ev: Evidence, offset: int) -> str | None:
