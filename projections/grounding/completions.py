@@ -41,10 +41,10 @@ from projections.grounding.lazy import lazy
 from projections.grounding.phases import action_of, head_ids, head_task, phases_of
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import tokens
-from projections.grounding.text import STOP_WORDS, line_tree, sentences, stem
+from projections.grounding.text import STOP_WORDS, line_tree, plan_sections, sentences, stem, word_stems
 from projections.grounding.vocabulary import known_words
 
-__all__ = ["UNSUPPORTED_COMPLETION", "completions", "ACTIVITIES", "NOT_DONE", "plan_sections"]
+__all__ = ["UNSUPPORTED_COMPLETION", "completions", "ACTIVITIES", "NOT_DONE"]
 
 UNSUPPORTED_COMPLETION = "unsupported-completion"
 
@@ -241,17 +241,9 @@ NOT_DONE = lazy(
     r"in\s+progress|once|if|until|unless|whether|attempt(?:ed|ing)?|tr(?:y|ied|ying)\s+to)\b",
     _I,
 )
-# a heading whose items are plans, not outcomes ("Pending Tasks:", "## Next steps", "7. Remaining work")
-# in a plan's section, only a perfect or passive form still claims something done ("is closed",
-# "was finished and pushed", "were already written")
+# in a plan's section (``text.plan_sections``), only a perfect or passive form still claims something
+# done ("is closed", "was finished and pushed", "were already written")
 _PERFECT = lazy(r"\b(?:is|are|was|were|has|have|had)\s+(?:been\s+)?(?:also\s+|already\s+|now\s+)?\w+(?:ed|en|t)\b", _I)
-_PLAN_WORDS = r"(?:pending|next|remaining|todo|to-do|plan(?:ned|s)?|outstanding|future|upcoming|optional)"
-_PLAN_HEADING = lazy(
-    rf"^[ \t]*(?:\d{{1,3}}[.)][ \t]*)?\**[^\n:*]{{0,40}}?\b{_PLAN_WORDS}\b[^\n:*]{{0,40}}?\**[ \t]*:\**[ \t]*$"
-    rf"|^[ \t]*#{{1,6}}[ \t]+[^\n]{{0,40}}?\b{_PLAN_WORDS}\b[^\n]{{0,40}}$",
-    _M,
-)
-_HEADING = lazy(r"^[ \t]*(?:#{1,6}[ \t]+[^\n]+|(?:\d{1,3}[.)][ \t]+)?\**[A-Z][^\n:]{0,60}\**:?\**[ \t]*:?)[ \t]*$", _M)
 _REQUEST = lazy(
     r"\b(?:please|can\s+you|could\s+you|would\s+you|make\s+sure|ensure|should|need\s+to|needs\s+to|must|"
     r"let's|let\s+us|want\s+(?:you|to)|try\s+to|until)\b|\?\s*$",
@@ -285,6 +277,7 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
     last_change = max((i for i, _, change in calls if change), default=None)
     out: list[GroundingFinding] = _commands_run(ev, plans, calls, last_change)
     out += _file_changes(ev, plans, calls)
+    tree: list[tuple[int, int, int]] = []  # the summary's line tree, on first need
     for name, activity in claimed:
         # a source line that itself says it was done ("deployed cart-api v2.1.0 to prod") is an outcome too
         outcomes = (*activity.outcomes, (activity.claim, _SAID))
@@ -316,7 +309,10 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
             # pushed)") is about that task's work: what the session did while working on it
             worked: set[int] | None = None
             if since is None:  # no subject a tool call acts on ("one-time" is no id): the item's task scopes it
-                task = head_task(phases_of(ev), text[text.rfind("\n", 0, offset) + 1 : offset]) or _ancestor_task(ev, offset)
+                task = head_task(phases_of(ev), text[text.rfind("\n", 0, offset) + 1 : offset])
+                if task is None:
+                    tree = tree or line_tree(text)  # built once, on the first claim that needs it
+                    task = _ancestor_task(ev, tree, offset)
                 if task is not None:
                     worked, where = set(phases_of(ev).worked(task)), f" while the session worked on {task}"
             # "afterwards", "after these edits", "again": about the code as last changed
@@ -333,7 +329,7 @@ def completions(ev: Evidence) -> list[GroundingFinding]:
                 return ((since is None or i >= since) and (worked is None or i in worked)
                         and (narrowed is None or (ev.command_unit_of[i] not in narrowed and ev.sources[i].role != "assistant")))
 
-            words = _words(_ACTIVITY_WORDS.sub(" ", clause))
+            words = word_stems(_ACTIVITY_WORDS.sub(" ", clause))
             scope = [(v, figs) for i, verdict, at, figs, said in judged if within(i)
                      for v in [_verdict(verdict, at, said, words)] if v is not None]
             figures = set(_FIGURE.findall(clause))
@@ -380,11 +376,11 @@ def _cites_success(text: str, offset: int, evidence: list[tuple[int, str]], outc
     return False
 
 
-def _ancestor_task(ev: Evidence, offset: int) -> str | None:
-    """The one task the nearest ancestor line of the list item at ``offset`` names ("**Current state
-    of gqc.6 work**:" over "- `mix test` passes"): a list item states its facts about its head."""
+def _ancestor_task(ev: Evidence, tree: list[tuple[int, int, int]], offset: int) -> str | None:
+    """The one task the nearest ancestor line (in ``tree``, ``text.line_tree`` of the summary) of the
+    list item at ``offset`` names ("**Current state of gqc.6 work**:" over "- `mix test` passes"): a
+    list item states its facts about its head."""
     text = ev.text
-    tree = _line_tree_of(text)
     k = text.count("\n", 0, offset)
     phases = phases_of(ev)
     k = tree[k][2]
@@ -395,17 +391,6 @@ def _ancestor_task(ev: Evidence, offset: int) -> str | None:
             return next(iter(named)) if len(named) == 1 else None
         k = parent
     return None
-
-
-_TREES: dict[str, list[tuple[int, int, int]]] = {}
-
-
-def _line_tree_of(text: str) -> list[tuple[int, int, int]]:
-    got = _TREES.get(text)
-    if got is None:
-        _TREES.clear()  # one summary at a time: its claims share it
-        got = _TREES[text] = line_tree(text)
-    return got
 
 
 # "the config test", "Monthly restore test:": a single check the line names by what it tests (a
@@ -762,15 +747,11 @@ def _shown(text: str, outcomes, patterns, said_rx) -> tuple[int, int, set[str], 
     return verdict, at, figures, said
 
 
-def _words(text: str) -> set[str]:
-    return {stem(t) for t in tokens(text) if len(t) >= 3 and t not in STOP_WORDS and not t.isdigit()}
-
-
 def _verdict(verdict: int, at: int, said: list[tuple[int, str]], words: set[str]) -> int | None:
     """A source's verdict for one claim: its last outcome line, or a later line that says the work
     done in words and is about what the claim is about (shares a word of it, when it has any:
     "Attributes are merged" says nothing about "the branch was merged into main")."""
-    relevant = [start for start, line in said if not words or words & _words(line)]
+    relevant = [start for start, line in said if not words or words & word_stems(line)]
     if relevant and max(relevant) > at:
         return 1
     return verdict or None
@@ -789,16 +770,6 @@ def _clause_around(sentence: str, start: int, end: int) -> str:
     left = max(lo - 1, *(sentence.rfind(sep, lo, start) for sep in (";", ",", " but ", "—", " - "))) + 1
     rights = [i for i in (sentence.find(sep, end, hi) for sep in (";", ",", " but ", "—", " - ")) if i >= 0]
     return sentence[left : min(rights) if rights else hi]
-
-
-def plan_sections(text: str) -> list[tuple[int, int]]:
-    """[start, end) of every section headed as a plan, up to the next heading."""
-    headings = [(m.start(), m.end()) for m in _HEADING.finditer(text)]
-    out = []
-    for m in _PLAN_HEADING.finditer(text):
-        following = [a for a, _ in headings if a > m.start()]
-        out.append((m.end(), following[0] if following else len(text)))
-    return out
 
 
 def _outcome(text: str, patterns: tuple[tuple[re.Pattern[str], int], ...]) -> tuple[int, int] | None:

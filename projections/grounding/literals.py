@@ -31,7 +31,6 @@ from itertools import accumulate, compress, count
 
 from projections.grounding.arithmetic import observation_arithmetic, percentage_points, summary_arithmetic
 from projections.grounding.chance import singles_out
-from projections.grounding.completions import plan_sections
 from projections.grounding.conversions import converted, ratio_as_percent, time_in_zone
 from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
@@ -39,7 +38,7 @@ from projections.grounding.names import acronym_stated, name_stated, named_as_ac
 from projections.grounding.restated import Figures, cited_steps, derived, restated, rounded_in_dimension
 from projections.grounding.registry import GroundingFinding, finding, rule
 from projections.grounding.specifics import SourceIndex, Specific, parse_number, tokens
-from projections.grounding.text import at_line_position
+from projections.grounding.text import at_line_position, plan_sections
 from projections.grounding.vocabulary import common_lowercase_words
 
 __all__ = ["UNSUPPORTED", "NEAR_QUOTE", "unsupported", "NEAR_QUOTE_RATIO"]
@@ -192,21 +191,27 @@ def _measure_otherwise(sp: Specific, text: str, index: SourceIndex) -> list[str]
     measure), and a summary giving it a value no source gives it altered the figure. Empty when the
     sources never state the measure, or state this value for it."""
     m = _MEASURE_BEFORE.search(text, max(0, sp.start - 24), sp.start)
-    if m is None or m.group(1).lower() in STOP_FIGURE_WORDS:
+    if m is None or m.group(1).lower() in _NOT_MEASURES:
         return []
-    key = re.escape(m.group(1).lower())
+    key = m.group(1).lower()
     values = []
-    for v in re.finditer(rf"\b{key}\w*\s*(?:is|=|:)\s*(-?\d+(?:\.\d+)?)(?![\w.])", index.lower):
-        values.append(v.group(1))
-        if len(values) >= 50:
-            break
+    lower = index.lower
+    at = lower.find(key)
+    while at >= 0 and len(values) < 50:  # str.find, then a match where it lands: the audit's hot path
+        if at == 0 or not (lower[at - 1].isalnum() or lower[at - 1] == "_"):
+            v = _MEASURE_VALUE.match(lower, at + len(key))
+            if v is not None:
+                values.append(v.group(1))
+        at = lower.find(key, at + 1)
     if not values or any(float(v) == sp.value for v in values):
         return []
     return sorted(set(values), key=values.index)[:3]
 
 
+# what follows a measure's name in a source that gives it a value: "complexity is 13", "depth: 4"
+_MEASURE_VALUE = re.compile(r"\w*\s*(?:is|=|:)\s*(-?\d+(?:\.\d+)?)(?![\w.])")
 # words a figure follows that name no measure of a thing ("than 6", "from 4 to 6", "about 6")
-STOP_FIGURE_WORDS = frozenset("""than from into onto about around nearly almost over under only just least most
+_NOT_MEASURES = frozenset("""than from into onto about around nearly almost over under only just least most
     more less with without above below after before since until within""".split())
 
 

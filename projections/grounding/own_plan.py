@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import re
 
-from projections.grounding.completions import NOT_DONE, plan_sections
+from projections.grounding.completions import NOT_DONE
 from projections.grounding.evidence import Evidence
 from projections.grounding.lazy import lazy
 from projections.grounding.registry import GroundingFinding, finding, rule
-from projections.grounding.specifics import tokens
-from projections.grounding.text import STOP_WORDS, sentences, stem
+from projections.grounding.text import LIST_ITEM, STOP_WORDS, plan_sections, sentences, stem, word_stems
 
 __all__ = ["CONTRADICTS_OWN_PLAN", "plan_regions", "own_plan"]
 
@@ -41,7 +40,6 @@ _I = re.IGNORECASE
 # a lead-in whose items are still to do: "Still needs: a, b", "Still need to:", "Remaining: ..."
 _LEAD_IN = lazy(r"\b(?:still\s+needs?(?:\s+to)?|still\s+to\s+do|left\s+to\s+do|remaining(?:\s+work|\s+steps?)?|to-?do|"
                 r"next\s+steps?|not\s+(?:yet\s+)?done)\s*:", _I)
-_LIST_ITEM = lazy(r"[ \t]*(?:[-*•]|\d{1,3}[.)])[ \t]+\S")
 # a verb form that says something was done
 _DONE_VERB = lazy(r"\b(?:\w{2,}ed|built|done|got|wrote|written|made|sent|ran|shipped|finished)\b", _I)
 # verbs that report, name or intend rather than say work was done ("the user asked to ...", "an epic
@@ -71,7 +69,7 @@ def plan_regions(text: str) -> list[tuple[int, int]]:
         while end < len(text):
             nxt = text.find("\n", end + 1)
             nxt = len(text) if nxt < 0 else nxt
-            if not _LIST_ITEM.match(text, end + 1):
+            if not LIST_ITEM.match(text, end + 1).group(2):
                 break
             end = nxt
         if end > eol:
@@ -87,10 +85,6 @@ _LABEL_LINE = lazy(r"^[A-Z][\w ]{1,30}:[ \t]+\S", re.MULTILINE)
 def _label_line(text: str, a: int, b: int) -> int:
     m = _LABEL_LINE.search(text, a, b)
     return m.start() if m else b
-
-
-def _words(text: str) -> set[str]:
-    return {stem(t) for t in tokens(text) if len(t) >= 3 and t not in STOP_WORDS and not t.isdigit()}
 
 
 def _items(text: str, regions: list[tuple[int, int]]) -> list[tuple[int, str]]:
@@ -120,9 +114,9 @@ def own_plan(text: str) -> list[GroundingFinding]:
     regions = plan_regions(text)
     if not regions:
         return []
-    items = [(o, t, _words(t), _lead(t)) for o, t in _items(text, regions)]
+    items = [(o, t, word_stems(t), _lead(t)) for o, t in _items(text, regions)]
     out = _already_done(text, regions)
-    outside = [(o, s, _words(s)) for o, s in sentences(text) if not any(a <= o < b for a, b in regions)]
+    outside = [(o, s, word_stems(s)) for o, s in sentences(text) if not any(a <= o < b for a, b in regions)]
     uses: dict[str, int] = {}
     for _, _, words in outside:
         for w in words:

@@ -457,28 +457,29 @@ def _listed_apart(x: Specific, v: Specific, sx: list[_Sighting], sv: list[_Sight
     such partner, its paragraph (a "### opentelemetry_phoenix" heading over its "Latest Version:
     2.0.1"); a mention with a partner in neither is no record, and neither is a line or paragraph of
     several things or several values (which goes with which it does not show). A listing states one
-    fact a record;
-    a unit that puts X and v in one record binds them (None). So does a call and its result (the
-    command's file and the count it printed), unless the result names X itself: then a call that
-    names X among others (a survey) is a mention, and the result's records say what goes with what."""
+    fact a record; a unit that puts X and v in one record binds them (None). So does a call and its
+    result (the command's file and the count it printed), unless the result names X itself: then a
+    call that names X among others (a survey) is a mention, and the result's records say what goes
+    with what."""
     kx, kv = _kind(x), _kind(v)
-    found: dict[str, _Sighting] = {}
+    w = y = None
     for u in shared:
-        xs = [s for s in sx if s.unit == u]
-        vs = [s for s in sv if s.unit == u]
-        texts = {s.text for s in xs} & {s.text for s in vs}
+        texts = {s.text for s in sx if s.unit == u} & {s.text for s in sv if s.unit == u}
         if not texts:
             return None
-        xs = [s for s in xs if s.text in texts]
-        vs = [s for s in vs if s.text in texts]
-        for at, other_side, kind, not_this, got in ((xs, vs, kv, v, "w"), (vs, xs, kx, x, "y")):
-            for s in at:
-                partner = _record_partner(s, other_side, kind, not_this, pairs)
-                if partner is _TOGETHER:
-                    return None
-                if partner is not None:
-                    found.setdefault(got, partner)
-    return (found["w"], found["y"]) if len(found) == 2 else None
+        xs = [s for s in sx if s.unit == u and s.text in texts]
+        vs = [s for s in sv if s.unit == u and s.text in texts]
+        for s in xs:
+            got = _record_partner(s, vs, kv, v, pairs)
+            if got is _TOGETHER:
+                return None
+            w = w or got
+        for s in vs:
+            got = _record_partner(s, xs, kx, x, pairs)
+            if got is _TOGETHER:
+                return None
+            y = y or got
+    return (w, y) if w is not None and y is not None else None
 
 
 _TOGETHER = object()

@@ -30,6 +30,8 @@ __all__ = ["Reports", "Misplaced", "misplaced_locations", "misplaced_reports"]
 
 # a file path (or name) with a line, and maybe a column, right after it
 _LOCATION = re.compile(r"(?<![\w.-])((?:[\w.@-]+/)*([\w-]+(?:\.[\w-]+)*\.[A-Za-z][A-Za-z0-9]{0,4})):(\d+)(?::(\d+))?(?!\d)")
+# a file's name, or a path ending in one
+_FILE_NAME = re.compile(r"[\w./@-]*[\w-]\.[A-Za-z][A-Za-z0-9]{0,4}\b")
 # "line 171", "lines 40-52", "L40": a line position the summary states without its file
 _LINE_WORD = re.compile(r"\b(?:line|L)\s*(\d+)\b")
 
@@ -96,12 +98,12 @@ class Reports:
 
     def files_in(self, text: str) -> list[tuple[str, int, int]]:
         """(file name, start, end) of each reported file ``text`` names (by its name or a path ending in it)."""
-        out = []
-        for m in re.finditer(r"[\w./@-]*[\w-]\.[A-Za-z][A-Za-z0-9]{0,4}\b", text):
-            name = m.group(0).rstrip(".").rsplit("/", 1)[-1]
-            if name in self.files:
-                out.append((name, m.start(), m.end()))
-        return out
+        return [(name, a, b) for name, a, b in file_names(text) if name in self.files]
+
+
+def file_names(text: str) -> list[tuple[str, int, int]]:
+    """(file name, start, end) of each file ``text`` names, by its name or a path ending in it."""
+    return [(m.group(0).rstrip(".").rsplit("/", 1)[-1], m.start(), m.end()) for m in _FILE_NAME.finditer(text)]
 
 
 def misplaced_locations(reports: Reports, line: str, start: int) -> list[Misplaced]:
@@ -127,18 +129,14 @@ def misplaced_locations(reports: Reports, line: str, start: int) -> list[Misplac
     return out
 
 
-_FILE_NAME = re.compile(r"[\w./@-]*[\w-]\.[A-Za-z][A-Za-z0-9]{0,4}\b")
-
-
 def misplaced_reports(reports: Reports, line: str, start: int) -> list[Misplaced]:
     """A report summary ``line`` describes for one file that the sources print only for other files.
     The file may have no report at all: the tools printed that message for another file and never
     anything for this one."""
-    named = {m.group(0).rstrip(".").rsplit("/", 1)[-1]: m for m in _FILE_NAME.finditer(line)}
-    if len(named) != 1:
+    named = file_names(line)
+    if len({name for name, _, _ in named}) != 1:
         return []
-    f, m = next(iter(named.items()))
-    a = m.start()
+    f, a, _ = named[0]
     mine = reports.by_file.get(f, [])
     words = _words(line)
     if not words:

@@ -8,7 +8,7 @@ from engine.text_clip import clip
 from projections.grounding.lazy import lazy
 from projections.grounding.specifics import extract, tokens
 
-__all__ = ["sentences", "clauses", "stem", "content_words", "clip", "STOP_WORDS", "at_line_position", "LIST_ITEM", "line_tree"]
+__all__ = ["sentences", "clauses", "stem", "content_words", "clip", "STOP_WORDS", "at_line_position", "LIST_ITEM", "line_tree", "plan_sections", "word_stems"]
 
 _SENTENCE = lazy(r"(?<=[.!?;])\s+|(?<=[.!?][\"”’)])\s+(?=[A-Z\"“])|\n+")
 _CLAUSE = lazy(r";|,\s+(?:and|but|while|whereas)\s+|\s+(?:and|but|while|whereas|then)\s+|,\s+|:\s+")
@@ -66,6 +66,12 @@ def stem(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             return word[: -len(suffix)]
     return word
+
+
+def word_stems(text: str) -> set[str]:
+    """The stems of a text's words of three letters or more, stop words and bare figures left out: what
+    two texts must share to be about the same thing."""
+    return {stem(t) for t in tokens(text) if len(t) >= 3 and t not in STOP_WORDS and not t.isdigit()}
 
 
 def content_words(text: str) -> set[str]:
@@ -139,4 +145,25 @@ def line_tree(text: str) -> list[tuple[int, int, int]]:
             levels.append((level, k))
         out.append((pos, pos + len(line), parent))
         pos += len(line) + 1
+    return out
+
+
+_M = re.IGNORECASE | re.MULTILINE
+# a heading whose items are plans, not outcomes ("Pending Tasks:", "## Next steps", "7. Remaining work")
+_PLAN_WORDS = r"(?:pending|next|remaining|todo|to-do|plan(?:ned|s)?|outstanding|future|upcoming|optional)"
+_PLAN_HEADING = lazy(
+    rf"^[ \t]*(?:\d{{1,3}}[.)][ \t]*)?\**[^\n:*]{{0,40}}?\b{_PLAN_WORDS}\b[^\n:*]{{0,40}}?\**[ \t]*:\**[ \t]*$"
+    rf"|^[ \t]*#{{1,6}}[ \t]+[^\n]{{0,40}}?\b{_PLAN_WORDS}\b[^\n]{{0,40}}$",
+    _M,
+)
+_HEADING = lazy(r"^[ \t]*(?:#{1,6}[ \t]+[^\n]+|(?:\d{1,3}[.)][ \t]+)?\**[A-Z][^\n:]{0,60}\**:?\**[ \t]*:?)[ \t]*$", _M)
+
+
+def plan_sections(text: str) -> list[tuple[int, int]]:
+    """[start, end) of every section headed as a plan, up to the next heading."""
+    headings = [(m.start(), m.end()) for m in _HEADING.finditer(text)]
+    out = []
+    for m in _PLAN_HEADING.finditer(text):
+        following = [a for a, _ in headings if a > m.start()]
+        out.append((m.end(), following[0] if following else len(text)))
     return out
